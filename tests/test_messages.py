@@ -27,6 +27,7 @@ from subagents.messages import (
     ApprovalAnswered,
     ApprovalAsked,
     ApprovalRecord,
+    ApprovalTaken,
     Ask,
     Batch,
     ChatMessage,
@@ -248,6 +249,7 @@ MESSAGES: dict[type[Any], Any] = {
         attempt=1,
     ),
     ApprovalAnswered: ApprovalAnswered(approval_id="ap1", allow=True, answer="go"),
+    ApprovalTaken: ApprovalTaken(run_id="r1", approval_id="ap1", allow=True, attempt=1),
     Streamed: Streamed(
         run_id="r1",
         turn=2,

@@ -177,7 +177,10 @@ def test_an_ask_answered_while_its_host_is_dead_is_acted_on_after_resume_once(cl
     with cli.store() as store:
         kinds = [e.kind for e in store.events(run_id)]
     assert kinds.count("approval_asked") == 2  # asked again by the resumed run, same id
-    assert kinds.count("approval_answered") >= 1  # (told again after the re-ask: ignored)
+    # taken once (announced when the run takes it; told again after the re-ask: ignored)
+    assert kinds.count("approval_answered") == 1
+    listed = cli("approvals", "--all", "--json")
+    assert [r["status"] for r in msgspec.json.decode(listed.stdout)] == ["allowed"]  # not void
 
 
 def test_two_people_answering_at_once_from_two_processes_one_wins(cli: Cli) -> None:

@@ -36,6 +36,7 @@ from subagents.behaviour.port import NOT_RUN_STOPPING
 from subagents.logs import get_logger
 from subagents.messages import (
     ApprovalAsked,
+    ApprovalTaken,
     Ask,
     Batch,
     Continue,
@@ -400,6 +401,9 @@ class AgentActor(FastInboxActor, Started):
 
     def ask_approval(self, asked: ApprovalAsked) -> None:
         self._tell(msgspec.structs.replace(asked, attempt=self.attempt))
+
+    def approval_taken(self, taken: ApprovalTaken) -> None:
+        self._tell(msgspec.structs.replace(taken, attempt=self.attempt))
 
     def journal_start(self, starting: ToolStarting) -> str | None:
         # Asked, like a step: the call is in the store before it may run (tools.journal).

@@ -21,6 +21,7 @@ from typing import Any
 
 from subagents.messages import (
     ApprovalAsked,
+    ApprovalTaken,
     HostLost,
     Journal,
     MailPosted,
@@ -90,7 +91,8 @@ def deciders(
         SpawnMany: lambda message: core.spawn_many(message.requests),
         StepTaken: core.step_taken,
         ToolCalled: core.tool_called,
-        ApprovalAsked: core.approval_asked,
+        ApprovalAsked: core.approval_report,
+        ApprovalTaken: core.approval_report,
         ToolAnswered: core.tool_answered,
         WaitingChanged: core.waiting_changed,
         Parked: core.parked,

@@ -56,6 +56,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
     ApprovalAsked,
+    ApprovalTaken,
     Ask,
     Batch,
     ChildDone,
@@ -118,6 +119,7 @@ _GROUPED = frozenset(
         ToolAnswered,
         Timeout,
         ApprovalAsked,
+        ApprovalTaken,
         Parked,
         SlotWanted,
         Placed,

@@ -18,6 +18,7 @@ from subagents.logs import get_logger
 from subagents.mcp.hub import McpHub, RunMcp
 from subagents.messages import (
     ApprovalAsked,
+    ApprovalTaken,
     JournalEntry,
     Mail,
     ModelRequest,
@@ -135,6 +136,11 @@ class AgentPort(Protocol):
     def ask_approval(self, asked: ApprovalAsked) -> None:
         """Keep a call's ask in the store as a pending approval (durable approvals; told,
         held like mail reports): its answer comes back as ``ApprovalAnswered``."""
+        ...
+
+    def approval_taken(self, taken: ApprovalTaken) -> None:
+        """The run acts on an answer (told, held like mail reports): its
+        ``approval_answered`` event."""
         ...
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...

@@ -19,7 +19,13 @@ from subagents.behaviour.parent_approvals import Waiting
 from subagents.behaviour.port import AgentPort
 from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
 from subagents.behaviour.tools import Tool
-from subagents.messages import ApprovalAnswered, ApprovalAsked, ToolUseBlock, approval_id_for
+from subagents.messages import (
+    ApprovalAnswered,
+    ApprovalAsked,
+    ApprovalTaken,
+    ToolUseBlock,
+    approval_id_for,
+)
 from subagents.tools import ask_user
 
 
@@ -64,6 +70,13 @@ class StoreApprovalFlow:
         waiting = self.waiting.pop(message.approval_id, None)
         if waiting is None:
             return  # not waited for (told again after a restart's ask): already handled
+        taken = ApprovalTaken(
+            run_id=self.port.record.run_id,
+            approval_id=message.approval_id,
+            allow=message.allow,
+            answer=message.answer,
+        )
+        self.port.approval_taken(taken)  # (before the call: its ``approval_answered``)
         assert self.calls is not None
         use, tool = waiting.use, waiting.tool
         if not message.allow:

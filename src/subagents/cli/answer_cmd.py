@@ -3,7 +3,9 @@
 The answer is one transaction of the store (``subagents.answer_approval``): refused, naming
 why, for an unknown id, one already answered, or one whose run has ended; else kept, and
 posted for the process hosting the run, which runs or refuses the call within a second (or,
-when that process is gone, once `subagents resume` takes the run up).
+when that process is gone, once `subagents resume` takes the run up). A run that ends first
+(stopped, timed out at that moment) never acts on it: `subagents approvals --all` then shows
+it `void` (``store/unacted_approvals.py``), so the message says "unless the run ends first".
 """
 
 from __future__ import annotations
@@ -73,4 +75,7 @@ def _say(answered: Answered) -> None:
             " the run up"
         )
     else:
-        print(f"{what}; the process hosting it acts on the answer within a second")
+        print(
+            f"{what}; the process hosting it acts on the answer within a second, unless the"
+            " run ends first (then `subagents approvals --all` shows it void)"
+        )

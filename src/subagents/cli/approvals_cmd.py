@@ -8,7 +8,10 @@ is asked, and how long ago. A run whose host is gone shows `orphaned`: the answe
 acted on once `subagents resume` takes the run up. RUN limits the list to that run's tree;
 `--all` lists the answered ones too (allowed or denied, the answer, a remembered rule), and
 those `superseded`: asked again under another id by a newer subagents (a run resumed after an
-upgrade: ids now include the turn), which nothing waits for and which cannot be answered.
+upgrade: ids now include the turn), which nothing waits for and which cannot be answered,
+and those `void`: answered, but the run ended (stopped, timed out) before the answer reached
+it, so the call was never run (nor its denial read; a read-only or idempotent tool's, not
+journaled, may have started as the stop landed: docs/runtime.md).
 `--json`: a list of the pending approvals, each with its `id`, `run_id`, `root_run_id`,
 `agent`, `tool`, `input`, `reason`, `requester`, `asked_at` and `orphaned` (and `status`,
 `answer`, `answered_at`, `remember`).
@@ -34,6 +37,7 @@ from subagents.cli.views import age, one_line
 from subagents.messages import ApprovalRecord, RunRecord
 from subagents.store.base import DamagedRow, RunStore
 from subagents.store.leases import Liveness
+from subagents.store.unacted_approvals import VOID, void_ids
 
 NAME = "approvals"
 
@@ -81,16 +85,23 @@ def run(args: argparse.Namespace) -> int:
         if not args.all:
             listed = [a for a in listed if a.approval_id in kept]
         damaged: list[DamagedRow] = []  # (its approvals shown all the same; named after)
-        rows = [
-            _row(a, alive, read_sparing(store, a.run_id, damaged), a.approval_id not in kept)
-            for a in listed
-        ]
+        records = {a.run_id: read_sparing(store, a.run_id, damaged) for a in listed}
+        void = void_ids(store, listed, records.__getitem__, damaged)
+        rows = [_row(a, alive, records[a.run_id], _status(a, kept, void)) for a in listed]
     code = emit(args, rows, lambda: _show(rows, every=args.all))
     return code or said(NAME, damaged)
 
 
+def _status(approval: ApprovalRecord, kept: set[str], void: set[str]) -> str:
+    """As stored, but ``superseded`` (a later ask replaced it) and ``void`` (answered, never
+    acted on: ``unacted_approvals``)."""
+    if approval.approval_id not in kept:
+        return "superseded"
+    return VOID if approval.approval_id in void else approval.status
+
+
 def _row(
-    approval: ApprovalRecord, alive: Liveness, record: RunRecord | None, superseded: bool
+    approval: ApprovalRecord, alive: Liveness, record: RunRecord | None, status: str
 ) -> PendingRow:
     orphaned = record is not None and alive.orphaned(record)
     return PendingRow(
@@ -104,7 +115,7 @@ def _row(
         requester=approval.requester,
         asked_at=approval.asked_at,
         orphaned=orphaned,
-        status="superseded" if superseded else approval.status,
+        status=status,
         answer=approval.answer,
         answered_at=approval.answered_at,
         remember=approval.remember,

@@ -5,7 +5,8 @@ Why a module of its own: the asks a run keeps in the store for a person (durable
 (``subagents.runtime.pending_approvals`` and ``answer_approval``, functions of a store, for
 any process that can open it); the console only shows them and passes the person's answer
 on, as `subagents approvals`/`approve`/`deny` do. The process hosting the run takes the
-answer within a second.
+answer within a second, unless the run ends first (then shown ``void``:
+``store/unacted_approvals.py``).
 """
 
 from __future__ import annotations

@@ -426,6 +426,20 @@ class ApprovalAnswered(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The reason given (for ``AskUserQuestion``, the answer text)."""
 
 
+class ApprovalTaken(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A run acted on an answer through the store (its call about to run, or refused): the
+    run's ``approval_answered`` event. Reported by the run, not announced when the answer is
+    told to it, so a run stopped before acting on it (its late report dropped, as any report
+    of an ended start) has none, and the answer is shown ``void``
+    (``store/unacted_approvals.py``)."""
+
+    run_id: str
+    approval_id: str
+    allow: bool
+    answer: str | None = None
+    attempt: int = 0
+
+
 class Continue(msgspec.Struct, frozen=True, tag=True):
     """An agent tells itself to take its next step (so mail and stops interleave)."""
 
@@ -553,6 +567,7 @@ ActorMessage = (
     | TreeRecords
     | ApprovalAsked
     | ApprovalAnswered
+    | ApprovalTaken
     | Streamed
     | StatusOf
 )

@@ -33,7 +33,8 @@ class EventKind(enum.StrEnum):
     """A tool call waits for a person's answer, kept in the store (data: ``approval_id``,
     ``tool``, ``reason``): ``subagents approvals`` lists it."""
     APPROVAL_ANSWERED = "approval_answered"
-    """Its answer reached the run (data: ``approval_id``, ``allow``, ``answer``)."""
+    """The run took its answer: its call runs or is refused (data: ``approval_id``,
+    ``allow``, ``answer``). None for an answer its run ended before taking (``void``)."""
     MAIL_REFUSED = "mail_refused"
     """Mail posted from another process (``subagents send``, the console) that the run's host
     refused or kept as a dead letter (data: ``command_id``, ``sender``, ``error``, and

@@ -16,6 +16,7 @@ from subagents.messages import (
     ApprovalAnswered,
     ApprovalAsked,
     ApprovalRecord,
+    ApprovalTaken,
     Command,
     EventKind,
 )
@@ -25,6 +26,16 @@ from subagents.supervision.runs import RunTable
 
 log = get_logger("subagents.supervisor")
 _answer_decoder = msgspec.json.Decoder(ApprovalAnswered)
+
+Report = ApprovalAsked | ApprovalTaken
+"""What a run reports of its approvals: an ask (``asked``), or an answer taken (``taken``)."""
+
+
+def reported(runs: RunTable, msg: Report, now: float) -> Decided:
+    """``asked`` or ``taken``, as ``msg`` is."""
+    if isinstance(msg, ApprovalTaken):
+        return taken(runs, msg, now)
+    return asked(runs, msg, now)
 
 
 def asked(runs: RunTable, msg: ApprovalAsked, now: float) -> Decided:
@@ -56,11 +67,15 @@ def asked(runs: RunTable, msg: ApprovalAsked, now: float) -> Decided:
 
 def answered(runs: RunTable, command: Command, now: float) -> Decided:
     """An answer (an ``approval`` command, posted by whoever answered through the store) told
-    to its run if it is live here (``approval_answered``). The run ignores one it no longer
-    waits for (told twice across a restart); an unreadable one is dropped, logged."""
+    to its run if it is live here. The run ignores one it no longer waits for (told twice
+    across a restart); an unreadable one is dropped, logged. One for a run that ended first
+    (stopped as it was answered) is not acted on: logged, and shown ``void``
+    (``store/unacted_approvals.py``: no ``approval_answered`` for it, ``taken``)."""
     decided = Decided()
     state = runs.live(command.run_id)
     if state is None or command.content is None:
+        if command.content is not None:
+            log.info("approval answer for an ended run", command_id=command.command_id)
         return decided
     try:
         message = _answer_decoder.decode(command.content)
@@ -68,6 +83,18 @@ def answered(runs: RunTable, command: Command, now: float) -> Decided:
         log.warning("unreadable approval command", command_id=command.command_id, error=str(exc))
         return decided
     decided.effects.append(Tell(command.run_id, message))
-    data = {"approval_id": message.approval_id, "allow": message.allow, "answer": message.answer}
+    return decided
+
+
+def taken(runs: RunTable, msg: ApprovalTaken, now: float) -> Decided:
+    """The run acts on an answer (``approval_answered``): announced when the run takes it,
+    not when it is told, so the event is true of what the run did. A report from a run that
+    ended (stopped as the answer reached it), or from an earlier start of it, is dropped:
+    that answer was never acted on, and is shown ``void``."""
+    decided = Decided()
+    state = runs.reporting(msg.run_id, msg.attempt)
+    if state is None:
+        return decided
+    data = {"approval_id": msg.approval_id, "allow": msg.allow, "answer": msg.answer}
     decided.event(EventKind.APPROVAL_ANSWERED, state.record, now, data)
     return decided

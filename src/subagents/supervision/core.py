@@ -37,7 +37,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence, Set
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
-    ApprovalAsked,
     Command,
     EventKind,
     Journal,
@@ -315,9 +314,10 @@ class SupervisorCore:
         self.effects.take(self.reports.tool_starting(msg))
         return self._decided(self.runs.reporting(msg.run_id, msg.attempt) is not None)
 
-    def approval_asked(self, msg: ApprovalAsked) -> Decision:
+    def approval_report(self, msg: approvals.Report) -> Decision:
+        """A run's ask, or its taking of an answer (``approvals.reported``)."""
         self.effects.begin()
-        self.effects.take(approvals.asked(self.runs, msg, self.effects.now()))
+        self.effects.take(approvals.reported(self.runs, msg, self.effects.now()))
         return self._decided()
 
     def tool_called(self, msg: ToolCalled) -> Decision:
