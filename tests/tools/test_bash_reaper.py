@@ -173,3 +173,29 @@ def test_without_a_list_of_children_the_command_still_runs_unheld(tmp_path: Path
     with os.fdopen(status, "rb") as said:
         assert said.read() == b"exit 0\n", done
     assert (done.returncode, done.stdout) == (0, "ran\n"), done
+
+
+def test_a_command_that_stops_its_reaper_is_still_held_by_it(
+    repo: Path, processes: ProcessGroups
+) -> None:
+    """A command may SIGSTOP its own reaper (its parent: same user, same sandbox). A kill's
+    SIGTERM would then wait, pending, until the fallback SIGKILLed the reaper and looked for
+    the mark (which ``env -i`` escapes): the kill continues the reaper too, so it still ends
+    all it holds and says so (``contained``)."""
+    pidfile = repo / "pid"
+    command = f"{hidden(pidfile)} {until_pid(pidfile)}; kill -STOP $PPID; sleep 300"
+    process = processes.start(command, cwd=repo, run_id="r1")
+    wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
+    pid = pid_in(pidfile)
+    reaper = process.popen.pid
+    wait_until(lambda: _state(reaper) == "T", what="the reaper stopped by its command")
+    processes.kill(process, "stop")
+    assert process.contained(), process.said
+    wait_until(lambda: not alive(pid), what="the daemon killed by its reaper")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return "gone"

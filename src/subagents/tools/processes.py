@@ -287,11 +287,13 @@ class ProcessGroups:
 
     def kill(self, process: Process, reason: str) -> None:
         """Kill all ``process`` started: SIGTERM to its group (the reaper, which gives the
-        shell a short grace, then kills everything it holds), SIGKILL if it did not end."""
+        shell a short grace, then kills everything it holds; and SIGCONT, as a command may
+        have stopped its reaper), SIGKILL if it did not end."""
         if process.killed is None:
             process.killed = reason
         if process.popen.poll() is None:
             _signal_group(process.pgid, signal.SIGTERM)
+            _signal_group(process.pgid, signal.SIGCONT)  # a reaper its command stopped
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout=HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S)
         self._reap_left(process)
