@@ -85,8 +85,10 @@ def test_each_hostile_id_is_answered_once_under_itself() -> None:
     assert [r["tool_use_id"] for r in results] == list(IDS)
     said = {r["tool_use_id"]: json.dumps(r["content"]) for r in results}
     for i, use_id in enumerate(IDS):
-        what = ("worker done", f"echo e{i}", "mail")[i % 3]  # (a mail's: sent, or dead)
-        assert what in said[use_id], (i, said[use_id][:200])
+        # a mail's answer: sent, dead, or (two workers live at once, under load) the name
+        # ambiguous: each is the mail's own, none a spawn's or an echo's
+        whats = (("worker done",), (f"echo e{i}",), ("mail", "'worker' is ambiguous"))[i % 3]
+        assert any(what in said[use_id] for what in whats), (i, said[use_id][:200])
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -199,3 +200,15 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, ProcessLookupError):
         return "gone"
+
+
+def test_a_command_dies_with_its_reaper(repo: Path, processes: ProcessGroups) -> None:
+    """Ray, ending a dead driver's node host, SIGKILLs the host's direct children: the
+    reapers. A reaper's shell is killed with it (``PR_SET_PDEATHSIG``) instead of going on
+    under init (seen in CI: a killed driver's command alive 180 s after)."""
+    pidfile = repo / "pid"
+    process = processes.start(f"echo $$ > {pidfile}; sleep 300", cwd=repo, run_id="r1")
+    wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
+    shell = pid_in(pidfile)
+    os.kill(process.popen.pid, signal.SIGKILL)
+    wait_until(lambda: not alive(shell), what="the shell killed with its reaper")

@@ -55,6 +55,7 @@ else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M in
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
+PR_SET_PDEATHSIG = 1
 GRACE_S = 0.5
 """How long the shell gets to end after a SIGTERM before everything is killed."""
 SETTLE_S = 0.05
@@ -119,9 +120,10 @@ def run(
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # before the fork: no end missed
     os.set_inheritable(status_fd, False)
     _hold_lifeline(status_fd)
+    reaper = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _exec(program, argv)
+        _exec(program, argv, reaper)
     _lead_group(pid)  # in both: a stop forwarded at once reaches it
     _quiet_stdio()  # the command's output pipe ends when the command's writers are gone
     code = _supervise(pid, status_fd, linger)
@@ -131,10 +133,15 @@ def run(
     return _end_as(code)
 
 
-def _exec(program: str, argv: list[str]) -> None:
+def _exec(program: str, argv: list[str], reaper: int) -> None:
     """In the child: a process group of its own, the signals as a fresh process has them,
-    then the command."""
+    killed with the reaper if it is killed (``PR_SET_PDEATHSIG``: the reaper has one thread;
+    Ray, ending a lost driver's node host, SIGKILLs its direct children, which the reaper is:
+    its shell would go on under init), then the command."""
     try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != reaper:  # killed before the line above: its end was missed
+            os._exit(FAILED_EXIT)
         _lead_group(0)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
