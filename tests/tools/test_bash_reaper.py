@@ -70,19 +70,29 @@ def test_a_double_forked_daemon_without_an_environment_dies_when_its_command_end
 
 
 def test_a_timeout_kills_a_daemon_that_ignores_sigterm(context: ToolContext, repo: Path) -> None:
+    """The command's timeout must fall after its daemon started, or the test proves nothing:
+    on a machine too loaded to start it within the first timeout, it is tried again with a
+    longer one (the daemon of a try that timed out first is gone with it, or the test fails
+    on it)."""
     pidfile = repo / "pid"
-    result: list[ToolResult] = []
     command = f"{deaf(pidfile)} {until_pid(pidfile)}; sleep 300"
-    worker = threading.Thread(
-        target=lambda: result.append(bash(context, command=command, timeout=3000))
-    )
-    worker.start()
-    worker.join(WAIT)
-    assert not worker.is_alive()
-    assert "Command timed out" in result[0].content
-    if pidfile.exists():  # on a machine too loaded to start it in 3 s, it never ran
-        pid = pid_in(pidfile)
-        wait_until(lambda: not alive(pid), what="the deaf daemon killed with its command")
+    for timeout_ms in (3000, 15000, 60000):
+        result: list[ToolResult] = []
+        worker = threading.Thread(
+            target=lambda out=result, ms=timeout_ms: out.append(
+                bash(context, command=command, timeout=ms)
+            )
+        )
+        worker.start()
+        worker.join(WAIT + timeout_ms / 1000)
+        assert not worker.is_alive()
+        assert "Command timed out" in result[0].content
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+    else:
+        pytest.fail("the deaf daemon never started, even within a 60 s timeout")
+    pid = pid_in(pidfile)
+    wait_until(lambda: not alive(pid), what="the deaf daemon killed with its command")
 
 
 def test_killshell_kills_a_background_shells_deaf_daemon(context: ToolContext, repo: Path) -> None:
