@@ -145,8 +145,7 @@ class AgentActor(FastInboxActor, Started):
 
     use_daemon_thread = True
 
-    _wakes: Wakes | None = None
-    """Made when the run first asks for a wake (``actors/wakes.py``)."""
+    _wakes: Wakes | None = None  # made at the first wake asked for (``actors/wakes.py``)
     _reading: list[str] | None = None
     """The mail ids of the read receipt at the end of ``_held``, still growing."""
     _journal: JournalReport | None = None
@@ -159,8 +158,7 @@ class AgentActor(FastInboxActor, Started):
     _wanting: bool = False
     _parks_at_wait: bool | None = False  # True: it said it waits, parks at the handling's end
     _acks: list[Any] | None = None
-    """While ``_settle`` sends the held reports: the acknowledgements of mail they took
-    straight to its recipients, for it to hand on."""
+    """While ``_settle`` sends the held reports: the acks of mail taken straight, to hand on."""
     _direct: DirectMail | None = None
     """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
     _log: Any = None
@@ -476,18 +474,7 @@ class AgentActor(FastInboxActor, Started):
         self._tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt))
 
     def wake_after(self, key: str, seconds: float) -> None:
-        """Wake the run with ``Wake(key)`` in ``seconds`` (``actors/wakes.py``); not armed at
-        all when ``seconds`` is the run's whole timeout (``deadline_s``) or more: it cannot go
-        off before the run's deadline, at which the run times out (the supervisor's
-        ``Timeout``, ``Lifecycle.timeout``) and this actor stops. A run's deadline is set at
-        each start to at most that start's clock plus ``deadline_s`` (a restart's afresh, a
-        moved run's kept: ``Starts.start``), and this actor is made after it, so ``now +
-        seconds`` is at or past it. Compared by length, not by time: an agent on another host
-        reads another monotonic clock. What it saves a waiting run (``scale.py``'s 100,000:
-        ``receive(timeout=3000)`` under a 3,000 s timeout): its ``Wakes`` (two dicts, a key),
-        its timer put in and cancelled at its end (the timer thread's line and heap), the
-        handling's arming (benchmarks/README.md, "Session 24 (e-many13)")."""
-        if seconds >= self.record.deadline_s:
+        if seconds >= self.record.deadline_s:  # it cannot go off first: not armed (wakes.py)
             return
         if self._wakes is None:
             self._wakes = Wakes(self._kit.timer, self.record.run_id)
