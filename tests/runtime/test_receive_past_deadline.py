@@ -54,7 +54,7 @@ def test_a_sleep_past_the_deadline_arms_no_timer_and_the_run_times_out(store: Ru
 
 def test_a_receive_shorter_than_the_deadline_still_goes_off(store: RunStore) -> None:
     with Runtime([FunctionAgent.create("waits", _waits)], store=store) as rt:
-        outcome = rt.run("waits", "0.05", timeout=5.0, wait=WAIT)
+        outcome = rt.run("waits", "0.05", timeout=20.0, wait=WAIT)
         assert outcome.status is RunStatus.COMPLETED, outcome
         assert outcome.result == "no mail"
         assert _wake_timers(rt) == 1
