@@ -128,6 +128,30 @@ def test_a_deadline_in_the_line_is_told_at_its_time_unless_its_run_ended(
     assert timer.scheduled_kinds[LINE_KEY[0]] == 2
 
 
+def test_a_restarted_run_that_ends_before_the_tick_leaves_nothing_in_the_line(
+    parts: tuple[TimerService, pykka.ActorRef[Any], _Notes],
+) -> None:
+    """A restart's deadline is kept until the next tick while its earlier one is still held
+    in the line: the run's end takes out both (no ``Timeout`` told for an ended run)."""
+    timer, ref, notes = parts
+    deadlines = Deadlines(timer, ref)
+    soon = time.monotonic() + 3 * TICK_S  # (after the tick: it goes into the line)
+    deadlines.arm(ArmDeadline("r", soon))
+    assert notes.ticked.wait(WAIT)
+    notes.ticked.clear()
+    deadlines.due()
+    assert (deadlines.kept, deadlines.held) == (0, 1)
+    deadlines.arm(ArmDeadline("r", time.monotonic() + FAR))  # restarted: a later deadline
+    assert (deadlines.kept, deadlines.held) == (1, 1)
+    deadlines.disarm(DisarmDeadline("r"))
+    assert (deadlines.kept, deadlines.held) == (0, 0)
+    while time.monotonic() < soon or timer.pending():  # the tick and the line's timer
+        assert notes.ticked.wait(WAIT)
+        notes.ticked.clear()
+        deadlines.due()
+    assert not [m for m in notes.told if type(m) is Timeout]
+
+
 def test_the_line_drops_the_entries_of_ended_runs_as_it_grows(
     parts: tuple[TimerService, pykka.ActorRef[Any], _Notes],
 ) -> None:

@@ -110,7 +110,8 @@ class Deadlines:
     def disarm(self, effect: DisarmDeadline) -> None:
         """The run's deadline forgotten: taken out here, else cancelled on the timer."""
         run_id = effect.run_id  # (both popped: a restart's earlier one may be held)
-        if self._kept.pop(run_id, None) is None and self._held.pop(run_id, None) is None:
+        kept = self._kept.pop(run_id, None)
+        if self._held.pop(run_id, None) is None and kept is None:
             self._timer.cancel(("deadline", run_id))
 
     def due(self) -> None:
