@@ -64,13 +64,15 @@ AS_TIME_PASSES = (
     "sweep",
     "registry-hot-reload",
     "deadline tick",
+    "deadline line",
 )
 """Timers armed as time passes, not by the path a test counts: the supervisor's group linger
 and its line of late reports (SQLite: as its groups and the agents' reports come,
 actors/group_linger.py), and the periodic ones (the command poll, the sweeper, the
 registry's hot reload: ``Services.every``; the runs' deadline tick, armed by the first start
-after the last tick, actors/deadlines.py), each armed again at every tick: a loaded
-machine that stretches a counted stretch past a tick counted one more (seen: 5 == 4)."""
+after the last tick, and the line's timer, set at a tick, actors/deadlines.py), each armed
+again at every tick: a loaded machine that stretches a counted stretch past a tick counted
+one more (seen: 5 == 4)."""
 
 
 def _not_lingering(timer: TimerService) -> int:

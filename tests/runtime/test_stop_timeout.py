@@ -151,7 +151,9 @@ def test_an_agent_stops_its_own_background_child_with_stop_subagent() -> None:
 
 def test_deadlines_racing_completions_still_end_each_run_once(store: RunStore) -> None:
     async def nap(ctx: AgentContext) -> str:
-        await ctx.receive(timeout=0.05)  # wakes about when the deadline fires
+        # wakes about when the deadline fires (a wake of the whole timeout or more is not
+        # armed: it could not go off first, AgentActor.wake_after)
+        await ctx.receive(timeout=0.049)
         return "woke"
 
     events = Events()

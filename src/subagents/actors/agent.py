@@ -145,8 +145,7 @@ class AgentActor(FastInboxActor, Started):
 
     use_daemon_thread = True
 
-    _wakes: Wakes | None = None
-    """Made when the run first asks for a wake (``actors/wakes.py``)."""
+    _wakes: Wakes | None = None  # made at the first wake asked for (``actors/wakes.py``)
     _reading: list[str] | None = None
     """The mail ids of the read receipt at the end of ``_held``, still growing."""
     _journal: JournalReport | None = None
@@ -159,8 +158,7 @@ class AgentActor(FastInboxActor, Started):
     _wanting: bool = False
     _parks_at_wait: bool | None = False  # True: it said it waits, parks at the handling's end
     _acks: list[Any] | None = None
-    """While ``_settle`` sends the held reports: the acknowledgements of mail they took
-    straight to its recipients, for it to hand on."""
+    """While ``_settle`` sends the held reports: the acks of mail taken straight, to hand on."""
     _direct: DirectMail | None = None
     """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
     _log: Any = None
@@ -476,6 +474,8 @@ class AgentActor(FastInboxActor, Started):
         self._tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt))
 
     def wake_after(self, key: str, seconds: float) -> None:
+        if seconds >= self.record.deadline_s:  # it cannot go off first: not armed (wakes.py)
+            return
         if self._wakes is None:
             self._wakes = Wakes(self._kit.timer, self.record.run_id)
         self._wakes.want(key, seconds)  # armed when this handling ends

@@ -71,8 +71,8 @@ def receive(actor: SupervisorActor, message: Any) -> Any:
     found (nothing to do) is read once, without their five calls per message. Any other
     message goes as ``FastInboxActor._handle_receive`` takes it (pykka's own, or
     ``on_receive``), one set lookup more; the deadline tick (``actors/deadlines``) first
-    hands the deadlines kept to the timer, then goes on as any timer's message does (a
-    ``COMMIT_DUE``: the late line taken, the open group committed)."""
+    moves the deadlines kept into the line and tells those due, then goes on as any timer's
+    message does (a ``COMMIT_DUE``: the late line taken, the open group committed)."""
     if message is DEADLINES_DUE:
         actor.effector.deadlines.due()
         return actor.on_receive(COMMIT_DUE)

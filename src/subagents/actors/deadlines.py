@@ -9,25 +9,39 @@ entries taken in and dropped, for a timer that almost never fires.
 So a deadline is first kept here, in a dict by run (``arm``: a store in a dict), and a run's
 end takes it out again (``disarm``: one ``dict.pop``). One timer, the tick, is armed
 ``TICK_S`` after the first deadline kept while none is armed; when it is due the supervisor
-is told ``DEADLINES_DUE`` and hands the deadlines kept by then, those of runs still live,
-to the timer as before (``due``). A stream of short runs so arms one tick per ``TICK_S``,
-not a timer per run.
+is told ``DEADLINES_DUE`` and moves the deadlines kept by then, those of runs still live,
+into its line (``due``). A stream of short runs so arms one tick per ``TICK_S``, not a timer
+per run.
+
+The line (session 24, e-many13): the deadlines of the runs live past the tick stay here too,
+in a dict by run (``_held``) and a heap by deadline (``_line``), with ONE timer on the timer
+service, at the earliest (``LINE_KEY``, telling ``DEADLINES_DUE`` as well). Before, each was
+put on the timer at the tick (a ``Timeout`` made, a tuple put in the timer's line, taken in,
+pushed on its heap) and, at the run's end, cancelled there (another put and take-in): for
+100,000 runs waiting at once (``benchmarks/scale.py``), 100,000 of each at the start and
+100,000 cancels at the close. Now the tick pushes a tuple per live run on this heap and a
+run's end is a ``dict.pop``; an entry of a run that ended stays on the heap until its
+deadline comes or the heap is rebuilt (``_compact``: when it holds more than twice the live
+ones), and is skipped then. When the line's timer goes off, each deadline due is told to the
+supervisor as its ``Timeout`` (from its own thread, handled after what is in its inbox),
+and the timer is set again at the earliest left.
 
 While the supervisor keeps up, no run times out later than before: a deadline due before the
 armed tick (a short timeout, a deadline already past) is armed on the timer at once, as it
-always was; any other is due after the tick and is on the timer from the tick on (handled by
+always was; any other is due after the tick and is in the line from the tick on (handled by
 the supervisor, as its ``Timeout`` will be). A supervisor behind by more than a deadline's
-distance from the tick handles ``DEADLINES_DUE`` late, and that ``Timeout`` is put in its
-inbox then, behind what came after the deadline, not at the deadline (a run that completes
-in between ends completed, not timed out: the review of e-spawn10). A ``Timeout`` is still
-checked where it lands against the run's deadline (``Lifecycle.timeout``): a stale one
-re-arms or does nothing.
+distance from the tick or the line's timer handles ``DEADLINES_DUE`` late, and that
+``Timeout`` is put in its inbox then, behind what came after the deadline, not at the
+deadline (a run that completes in between ends completed, not timed out: the review of
+e-spawn10). A ``Timeout`` is still checked where it lands against the run's deadline
+(``Lifecycle.timeout``): a stale one re-arms or does nothing.
 
 The supervisor's thread alone touches this (its effects are carried out there).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from typing import Any
@@ -46,6 +60,9 @@ runs start, none when none do."""
 TICK_KEY = ("deadline tick",)
 """The tick's timer key (a kind of its own: tests count the timers a path arms by kind)."""
 
+LINE_KEY = ("deadline line",)
+"""The timer key of the line's earliest deadline (one timer for every run in the line)."""
+
 
 class DeadlinesDue:
     """Told to the supervisor by the tick: hand the deadlines kept to the timer."""
@@ -57,17 +74,24 @@ DEADLINES_DUE = DeadlinesDue()
 
 
 class Deadlines:
-    """The deadlines of the live runs not yet on the timer, and the one tick armed for them."""
+    """The deadlines of the live runs: kept until the tick, then held in the line, with
+    one tick and one timer for the line's earliest armed for them all."""
 
-    __slots__ = ("_kept", "_supervisor", "_tick_at", "_timer")
+    __slots__ = ("_held", "_kept", "_line", "_line_at", "_supervisor", "_tick_at", "_timer")
 
     def __init__(self, timer: TimerService, supervisor: pykka.ActorRef[Any]) -> None:
         self._timer = timer
         self._supervisor = supervisor
         self._kept: dict[str, float] = {}
-        """Run id -> its deadline (``time.monotonic()`` seconds), not on the timer yet."""
+        """Run id -> its deadline (``time.monotonic()`` seconds), not in the line yet."""
         self._tick_at = -math.inf
         """When the armed tick is due (-inf: none armed)."""
+        self._held: dict[str, float] = {}
+        """Run id -> its deadline, in the line (the truth: ``_line`` may hold stale ones)."""
+        self._line: list[tuple[float, str]] = []
+        """A heap of (deadline, run id): every held one, and some no longer held."""
+        self._line_at = math.inf
+        """When the line's timer goes off (inf: not set)."""
 
     def arm(self, effect: ArmDeadline) -> None:
         """``effect``'s deadline kept until the tick, or armed at once if due before it."""
@@ -79,24 +103,62 @@ class Deadlines:
             if deadline >= self._tick_at:  # (else: due before the tick just armed)
                 self._kept[effect.run_id] = deadline
                 return
-        self._kept.pop(effect.run_id, None)  # (a restart's earlier deadline, kept)
+        self._kept.pop(effect.run_id, None)  # (a restart's earlier deadline, kept or held)
+        self._held.pop(effect.run_id, None)
         self._put(effect.run_id, deadline)
 
     def disarm(self, effect: DisarmDeadline) -> None:
         """The run's deadline forgotten: taken out here, else cancelled on the timer."""
-        if self._kept.pop(effect.run_id, None) is None:
-            self._timer.cancel(("deadline", effect.run_id))
+        run_id = effect.run_id  # (both popped: a restart's earlier one may be held)
+        kept = self._kept.pop(run_id, None)
+        if self._held.pop(run_id, None) is None and kept is None:
+            self._timer.cancel(("deadline", run_id))
 
     def due(self) -> None:
-        """The tick: every deadline kept goes to the timer (a past one fires at once)."""
-        self._tick_at = -math.inf
-        kept, self._kept = self._kept, {}
+        """The tick or the line's timer: every deadline kept goes to the line, each due
+        deadline of the line is told, and the line's timer is set at the earliest left."""
+        now = time.monotonic()
+        if self._tick_at <= now:  # (-inf: no tick armed; else due, or the line's timer)
+            self._tick_at = -math.inf
+            kept, self._kept = self._kept, {}
+            if kept:
+                self._hold(kept)
+        line, held = self._line, self._held
+        while line and line[0][0] <= now:
+            deadline, run_id = heapq.heappop(line)
+            if held.get(run_id) == deadline:
+                del held[run_id]
+                self._supervisor.tell(Timeout(run_id=run_id))
+        while line and held.get(line[0][1]) != line[0][0]:  # (ended: skipped)
+            heapq.heappop(line)
+        if self._line_at <= now:  # its timer went off (this is its telling): set again
+            self._line_at = math.inf
+        self._set_line()
+
+    def _hold(self, kept: dict[str, float]) -> None:
+        """``kept`` into the line (a restart's earlier deadline held is replaced)."""
+        held, line, push = self._held, self._line, heapq.heappush
+        held.update(kept)
         for run_id, deadline in kept.items():
-            self._put(run_id, deadline)
+            push(line, (deadline, run_id))
+        if len(line) > 64 and len(line) > 2 * len(held):
+            self._compact()
+
+    def _compact(self) -> None:
+        """The line rebuilt from what is held: the entries of ended runs dropped."""
+        self._line = [(deadline, run_id) for run_id, deadline in self._held.items()]
+        heapq.heapify(self._line)
+
+    def _set_line(self) -> None:
+        if self._line and self._line[0][0] < self._line_at:
+            self._line_at = self._line[0][0]
+            self._timer.tell_at(LINE_KEY, self._line_at, self._supervisor, DEADLINES_DUE)
 
     def clear(self) -> None:
         """Every run stopped at once (``Effector.stop_all``): nothing kept times out."""
         self._kept.clear()
+        self._held.clear()
+        self._line.clear()
 
     def _put(self, run_id: str, deadline: float) -> None:
         self._timer.tell_at(
@@ -105,5 +167,16 @@ class Deadlines:
 
     @property
     def kept(self) -> int:
-        """Deadlines kept here, not on the timer yet (for tests)."""
+        """Deadlines kept here, not in the line yet (for tests)."""
         return len(self._kept)
+
+    @property
+    def held(self) -> int:
+        """Deadlines in the line (for tests)."""
+        return len(self._held)
+
+    @property
+    def line_entries(self) -> int:
+        """Entries on the line's heap, those of ended runs not yet dropped included (for
+        tests)."""
+        return len(self._line)

@@ -16,6 +16,17 @@ a timeout of T so costs the timer service one timer per T at most, however much 
 
 Apart from the actor because it is its own small state machine, and made only when a run
 first asks for a wake: most short runs never do, and a waiting run costs its objects.
+
+A wake asked for the run's whole timeout (``RunRecord.deadline_s``) ahead or more is not
+wanted at all (``AgentActor.wake_after``, session 24): it cannot go off before the run's
+deadline, at which the run times out (the supervisor's ``Timeout``, ``Lifecycle.timeout``) and
+its actor stops. A run's deadline is set at each start to at most that start's clock plus
+``deadline_s`` (a restart's afresh, a moved run's kept: ``Starts.start``), and its actor is
+made after it, so ``now + seconds`` is at or past it. Compared by length, not by time: an
+agent on another host reads another monotonic clock. What it saves a waiting run
+(``benchmarks/scale.py``'s 100,000: ``receive(timeout=3000)`` under a 3,000 s timeout): its
+``Wakes`` (two dicts, a key), its timer put in and cancelled at its end (the timer thread's
+line and heap), the handling's arming (benchmarks/README.md, "Session 24 (e-many13)").
 """
 
 from __future__ import annotations
