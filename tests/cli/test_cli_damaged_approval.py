@@ -5,10 +5,12 @@ Session 23 made a damaged runs row and a damaged event cost only themselves (nam
 shown: test_cli_damaged_listing.py). A damaged approvals row still costs every listing that
 reads approvals: `approvals` (with `--all` too) lists nothing and `ps` shows no run at all,
 so a healthy approval that waits for an answer is not shown to the person who could give
-it (`approve ID` still answers it, by its full id). The fix, as for runs: the approvals
-listing spares a damaged row (``spare_damaged``; ``list_approvals(damaged=...)`` in every
-store, the cluster's head too), and the commands name it on stderr and exit 1. Through the
-real command in a subprocess, on a real store file damaged by SQLite itself."""
+it (`approve ID` still answers it, by its full id; by a prefix it fails the same way). So do
+``subagents.pending_approvals`` and the console's approvals, which call it. The fix, as
+for runs: the approvals listing spares a damaged row (``spare_damaged``;
+``list_approvals(damaged=...)`` in every store, the cluster's head too), and the commands
+name it on stderr and exit 1. Through the real command in a subprocess, on a real store
+file damaged by SQLite itself."""
 
 from __future__ import annotations
 
