@@ -5,12 +5,13 @@ Session 23 made a damaged runs row and a damaged event cost only themselves (nam
 shown: test_cli_damaged_listing.py). A damaged approvals row still costs every listing that
 reads approvals: `approvals` (with `--all` too) lists nothing and `ps` shows no run at all,
 so a healthy approval that waits for an answer is not shown to the person who could give
-it (`approve ID` still answers it, by its full id; by a prefix it fails the same way). So do
-``subagents.pending_approvals`` and the console's approvals, which call it. The fix, as
-for runs: the approvals listing spares a damaged row (``spare_damaged``;
+it (`approve ID` still answers it, by its full id; by a prefix it failed the same way). So
+did ``subagents.pending_approvals`` and the console's approvals, which call it. The fix, as
+for runs: the approvals listing spares a damaged row (``store.approvals.listing_of``;
 ``list_approvals(damaged=...)`` in every store, the cluster's head too), and the commands
 name it on stderr and exit 1. Through the real command in a subprocess, on a real store
-file damaged by SQLite itself."""
+file damaged by SQLite itself (the stores' own cases: tests/store/test_damaged_approvals.py,
+tests/cluster/test_cluster_damaged_listing.py)."""
 
 from __future__ import annotations
 
@@ -53,13 +54,10 @@ def damaged(tmp_path: Path) -> Cli:
     return cli
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="one damaged approvals row empties the whole listing (e-adv24, session 24):"
-    " list_approvals has no damaged= as list_runs has",
-)
 @pytest.mark.parametrize(
-    "args", [("approvals",), ("approvals", "--all"), ("ps",)], ids=["approvals", "all", "ps"]
+    "args",
+    [("approvals",), ("approvals", "--all"), ("approvals", "--json"), ("ps",), ("ps", "--json")],
+    ids=["approvals", "all", "json", "ps", "ps-json"],
 )
 def test_a_damaged_approval_row_costs_only_itself(damaged: Cli, args: tuple[str, ...]) -> None:
     listed = damaged(*args)
@@ -67,6 +65,41 @@ def test_a_damaged_approval_row_costs_only_itself(damaged: Cli, args: tuple[str,
     assert "cannot read approvals row 'ap-bad0'" in listed.stderr, listed.stderr
     shown = "ap-od01" if args[0] == "approvals" else GOOD[-8:]
     assert shown in listed.stdout, (listed.stdout, listed.stderr)
+    assert listed.stderr.count("ap-bad0") == 1, listed.stderr  # named once
+    if args[0] == "ps":  # the healthy run's approval still marked: the asks were read
+        assert "ap-od01" in listed.stdout, listed.stdout
+
+
+def test_a_damaged_approval_row_leaves_a_prefix_answerable(damaged: Cli) -> None:
+    """A prefix is matched against every approval, the damaged one's id too: a prefix that
+    names only a healthy one answers it; one shared with the damaged row is ambiguous; one
+    that names only the damaged row is refused naming the damage."""
+    answered = damaged("approve", "ap-od")
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.startswith("allowed ap-od01"), answered.stdout
+    shared = damaged("deny", "ap-")
+    assert shared.returncode == 1, shared.stderr
+    assert "'ap-' names 2 approvals" in shared.stderr, shared.stderr
+    bad = damaged("approve", "ap-ba")
+    assert bad.returncode == 1, bad.stderr
+    assert "cannot read approvals row 'ap-bad0'" in bad.stderr, bad.stderr
+
+
+def test_pending_approvals_spares_a_damaged_row_when_asked_to(damaged: Cli) -> None:
+    """``subagents.pending_approvals`` (the console's): with ``damaged`` the healthy one is
+    listed and the damaged one named there; without, the damage is its error, naming it."""
+    from subagents import pending_approvals
+    from subagents.store.base import DamagedRow
+
+    named: list[DamagedRow] = []
+    listed = pending_approvals(damaged.state, damaged=named)
+    assert [a.approval_id for a in listed] == ["ap-od01"]
+    assert [d.key for d in named] == ["ap-bad0"]
+    assert [a.approval_id for a in pending_approvals(damaged.state, GOOD, damaged=[])] == [
+        "ap-od01"
+    ]
+    with pytest.raises(DamagedRow, match="cannot read approvals row 'ap-bad0'"):
+        pending_approvals(damaged.state)
 
 
 def test_a_damaged_approval_row_leaves_the_others_answerable(damaged: Cli) -> None:
