@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 
+import msgspec
 import pytest
 from storekit import Durable, run
 
@@ -92,3 +93,23 @@ def test_a_memory_store_takes_the_keyword_and_has_nothing_to_name() -> None:
     damaged: list[DamagedRow] = []
     assert [a.approval_id for a in store.list_approvals(damaged=damaged)] == ["ap1"]
     assert damaged == []
+
+
+def test_the_superseded_check_names_a_damaged_row_of_its_tree_once(
+    durable_store: Durable,
+) -> None:
+    """A pending ask under an older subagents' id makes the listing read its tree again
+    (``superseded_approvals.live``): a damaged row of that tree, named by the listing, is
+    not named a second time by that read, nor does that read fail on it."""
+    from subagents.store.superseded_approvals import _older_ids, live
+
+    durable_store.save_run(run("r1", status=RunStatus.WAITING))
+    asked = _ask("", "r1", 1.0)
+    old = msgspec.structs.replace(asked, approval_id=_older_ids(asked)[1])
+    durable_store.save_approval(old)
+    durable_store.save_approval(msgspec.structs.replace(_ask("ap-bad", "r1", 2.0), tool_use_id="x"))
+    _damage(durable_store, "ap-bad")
+    damaged: list[DamagedRow] = []
+    listed = durable_store.list_approvals(damaged=damaged)
+    assert [a.approval_id for a in live(durable_store, listed, damaged)] == [old.approval_id]
+    assert [d.key for d in damaged] == ["ap-bad"]
