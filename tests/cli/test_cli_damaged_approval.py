@@ -107,3 +107,30 @@ def test_a_damaged_approval_row_leaves_the_others_answerable(damaged: Cli) -> No
     answered = damaged("approve", "ap-od01")
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.startswith("allowed ap-od01"), answered.stdout
+
+
+@pytest.mark.parametrize("verb", ["approve", "deny"])
+def test_answering_a_damaged_row_by_its_full_id_names_it_and_changes_nothing(
+    damaged: Cli, verb: str
+) -> None:
+    """The damaged row's whole id (no prefix match: ``get_approval`` reads it first): a
+    clear error naming the row and its damage, exit 1; its row, its run and the commands
+    table are as they were, and the healthy approval still waits."""
+    before = _rows(damaged)
+    answered = damaged(verb, "ap-bad0", "--reason", "r")
+    assert answered.returncode == 1, (answered.stdout, answered.stderr)
+    assert "cannot read approvals row 'ap-bad0'" in answered.stderr, answered.stderr
+    assert "Traceback" not in answered.stderr, answered.stderr
+    assert answered.stdout == "", answered.stdout
+    assert _rows(damaged) == before
+    waiting = damaged("approvals", "--json")
+    assert "ap-od01" in waiting.stdout, waiting.stdout
+
+
+def _rows(cli: Cli) -> tuple[object, ...]:
+    """What answering may change: the approvals rows, the runs rows, the commands posted."""
+    with sqlite3.connect(cli.state) as db:
+        return tuple(
+            db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("approvals", "runs", "commands")
+        )

@@ -94,3 +94,18 @@ def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged
         status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
         assert status == 200, body
         assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]
+        # answering the damaged one (its id, as a stale page would post it): refused naming
+        # the damage, nothing answered; the healthy one is still there to answer
+        page = {
+            "X-Console-Token": served.token,
+            "Origin": f"http://127.0.0.1:{served.port}",
+            "Content-Type": "application/json",
+        }
+        status, _, body = served.request(
+            "POST", f"/api/approvals/ap-{BAD}/allow", headers=page, body=b"{}"
+        )
+        assert status >= 400 and b"cannot read approvals row 'ap-r-bad'" in body, (status, body)
+        with sqlite3.connect(state) as db:
+            assert db.execute("SELECT count(*) FROM commands").fetchone() == (0,)
+        status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
+        assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]
