@@ -94,6 +94,7 @@ def test_at_a_terminal_the_person_is_asked(cli: Cli, work: Path) -> None:
     code, text = _at_a_terminal(cli, args, reply)
     assert code == 0, text[-3000:]
     assert "approval needed" in text and "wants to call Edit" in text
+    assert "Allow this call? [y/N]" in text  # the prompt is text: rich markup ate "[y/N]"
     assert (work / "notes.txt").read_text() == "a final\n"
     assert not (work / "ran.txt").exists()
     assert "the person at the terminal said no" in text

@@ -80,3 +80,17 @@ def test_the_code_demo_prints_the_tree_the_diff_and_cleans_up(tmp_path: Path) ->
     assert where.endswith("stats") and not Path(where).exists()  # removed without --keep
     # recorded like the default demo's runs: the commands to look at them again
     assert "subagents tree " in out and "subagents log " in out
+
+
+def test_the_code_demo_prints_a_team_folder_whose_name_looks_like_markup(tmp_path: Path) -> None:
+    """The folder's path is printed as text: read as rich markup, a `[/bold]` in it failed
+    the demo (MarkupError) before the team started."""
+    import shutil
+    from importlib.resources import as_file, files
+
+    folder = tmp_path / "team [/bold] [conceal]x"
+    with as_file(files("subagents") / "code_team") as shipped:
+        shutil.copytree(shipped, folder)
+    proc = _demo(tmp_path, "--agents", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert f"team from {folder}, offline model" in proc.stdout, proc.stdout

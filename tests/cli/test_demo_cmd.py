@@ -141,3 +141,19 @@ def test_run_lead_on_the_demo_folder_gives_the_demo_s_answer(home: Path, tmp_pat
     assert "{" not in run["outcome"]["result"]  # every placeholder filled: six children ran
     assert run["outcome"]["result"] == demo["outcome"]["result"]
     assert sorted(r["agent"] for r in run["runs"]) == sorted(r["agent"] for r in demo["runs"])
+
+
+def test_the_demo_prints_a_team_folder_whose_name_looks_like_markup(
+    home: Path, tmp_path: Path
+) -> None:
+    """The folder's path is printed as text: read as rich markup, a `[/bold]` in it failed
+    the demo (MarkupError) before it started, and `[conceal]` would hide the rest."""
+    import shutil
+    from importlib.resources import as_file, files
+
+    folder = tmp_path / "team [/bold] [conceal]x"
+    with as_file(files("subagents") / "demo_team") as shipped:
+        shutil.copytree(shipped, folder)
+    proc = _demo(home, "--agents", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert f"team from {folder}, offline model" in proc.stdout, proc.stdout

@@ -19,6 +19,7 @@ from raycluster import LocalCluster
 from subagents.cluster.head import head_actor
 from subagents.cluster.remote_store import ClusterStore
 from subagents.cluster.store_service import StoreCall, StoreService
+from subagents.messages import ApprovalRecord
 from subagents.store.base import DamagedRow, StoreError
 from subagents.store.sqlite import SQLiteStore
 
@@ -35,6 +36,30 @@ def _damaged_file(path: Path) -> None:
         db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (BAD,))
 
 
+def _ask(run_id: str) -> ApprovalRecord:
+    return ApprovalRecord(
+        approval_id=f"ap-{run_id}", run_id=run_id, root_run_id=run_id, agent="worker",
+        tool="Bash", input={"command": "ls"}, reason="asked", requester="external",
+        tool_use_id=f"t-{run_id}", asked_at=1.0 if run_id == BAD else 2.0,
+    )  # fmt: skip
+
+
+def _damaged_asks(path: Path) -> None:
+    """Both runs healthy, each with a pending approval; the first approval's row damaged."""
+    with SQLiteStore(path) as store:
+        for run_id in (BAD, GOOD):
+            store.save_run(run(run_id))
+            store.save_approval(_ask(run_id))
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE approvals SET approval = 'not json' WHERE run_id = ?", (BAD,))
+
+
+def _names_bad_ask(damaged: list[DamagedRow]) -> None:
+    [only] = damaged
+    assert only.key == f"ap-{BAD}"
+    assert f"cannot read approvals row 'ap-{BAD}'" in str(only)
+
+
 def _names_bad(damaged: list[DamagedRow]) -> None:
     [only] = damaged
     assert only.key == BAD
@@ -49,7 +74,7 @@ def test_the_store_service_lists_the_other_runs_and_names_the_damaged_one(tmp_pa
         records, named = service.list_runs_sparing(StoreCall("list_runs"))
         assert [r.run_id for r in records] == [GOOD]
         _names_bad([DamagedRow(message, key) for message, key in named])
-        with pytest.raises(StoreError, match="not a listing of runs"):
+        with pytest.raises(StoreError, match="not a listing that spares damage"):
             service.list_runs_sparing(StoreCall("get_run", (GOOD,)))
 
 
@@ -65,6 +90,20 @@ def test_the_store_service_spares_the_damaged_row_after_a_batchs_held_writes(
         assert sorted(r.run_id for r in records) == [GOOD, HELD]
         _names_bad([DamagedRow(message, key) for message, key in named])
         assert store.get_run(HELD) is None  # the held writes undone: the client's to commit
+
+
+def test_the_store_service_lists_the_other_approvals_and_names_the_damaged_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.sqlite3"
+    _damaged_asks(path)
+    with SQLiteStore(path) as store:
+        service = StoreService(store)
+        for pending in (True, False):
+            call = StoreCall("list_approvals", (), {"pending": pending})
+            records, named = service.list_runs_sparing(call)
+            assert [a.approval_id for a in records] == [f"ap-{GOOD}"]
+            _names_bad_ask([DamagedRow(message, key) for message, key in named])
 
 
 @pytest.fixture
@@ -98,3 +137,26 @@ def test_a_cluster_store_listing_inside_a_batch_names_the_damaged_run(served: An
     assert sorted(r.run_id for r in listed) == [GOOD, HELD]
     _names_bad(damaged)
     assert store.get_run(HELD) is not None  # committed with its batch, once
+
+
+@pytest.fixture
+def served_asks(ray_cluster: LocalCluster, tmp_path: Path) -> Iterator[Any]:
+    import ray
+
+    path = tmp_path / "runs.sqlite3"
+    _damaged_asks(path)
+    actor = head_actor(name="test-cluster-damaged-asks", path=str(path))
+    yield actor
+    ray.kill(actor)
+
+
+@pytest.mark.ray
+def test_a_cluster_store_lists_the_other_approvals_and_names_the_damaged_one(
+    served_asks: Any,
+) -> None:
+    store = ClusterStore(served_asks, name="test-cluster-damaged-asks")
+    damaged: list[DamagedRow] = []
+    assert [a.approval_id for a in store.list_approvals(damaged=damaged)] == [f"ap-{GOOD}"]
+    _names_bad_ask(damaged)
+    with pytest.raises(DamagedRow):  # (not sparing: the listing's error, as a local store's)
+        store.list_approvals()

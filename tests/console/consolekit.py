@@ -82,10 +82,13 @@ class Served(msgspec.Struct, frozen=True):
 
 
 @contextlib.contextmanager
-def serving(state: Path, *options: str, ray: str | None = None) -> Iterator[Served]:
+def serving(
+    state: Path, *options: str, ray: str | None = None, warned: str | None = None
+) -> Iterator[Served]:
     """`subagents serve --state STATE --port 0 OPTIONS` (``ray``: ``--ray RAY`` instead of
     ``--state``, its stderr beside STATE still) for the block; stopped with SIGINT (Ctrl-C)
-    after it, and killed if it does not end."""
+    after it, and killed if it does not end. ``warned``: a warning the test expects in its
+    log (each such line contains it; at least one is there)."""
     stderr = state.parent / f"serve-{os.getpid()}-{time.monotonic_ns()}.err"
     store = ["--ray", ray] if ray is not None else ["--state", str(state)]
     command = [sys.executable, "-m", "subagents.cli.main", "serve", *store]
@@ -112,6 +115,9 @@ def serving(state: Path, *options: str, ray: str | None = None) -> Iterator[Serv
         assert proc.wait(DEADLINE_S) == 0, stderr.read_text(errors="replace")
         said = stderr.read_text(errors="replace")
         others = [line for line in said.splitlines() if not line.startswith("subagents serve:")]
+        if warned is not None:
+            assert any(warned in line for line in others), said
+            others = [line for line in others if "[warning" not in line or warned not in line]
         assert others == [], said  # no traceback, no stream cut off by the server's stop
     finally:
         if proc.poll() is None:

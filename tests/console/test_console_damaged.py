@@ -68,3 +68,44 @@ def test_a_record_damaged_after_the_load_is_named_and_the_poll_goes_on(tmp_path:
         assert changes.touched == {BAD, GOOD}
         assert list(feed.damaged) == [BAD]
         assert "cannot read runs row 'r-bad'" in feed.damaged[BAD]
+
+
+def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged(
+    tmp_path: Path,
+) -> None:
+    """A damaged approvals row made ``/api/approvals`` fail (503), so no approval could be
+    answered from the page; the row is now left out, and named in the server's log."""
+    from subagents.messages import ApprovalRecord
+
+    state = tmp_path / "runs.sqlite3"
+    _runs(state, BAD, GOOD)
+    with SQLiteStore(state) as store:
+        for n, run_id in enumerate((BAD, GOOD)):
+            store.save_approval(
+                ApprovalRecord(
+                    approval_id=f"ap-{run_id}", run_id=run_id, root_run_id=run_id, agent="worker",
+                    tool="Bash", input={"command": "ls"}, reason="asked", requester="external",
+                    tool_use_id=f"t-{n}", asked_at=float(n),
+                )
+            )  # fmt: skip
+    with sqlite3.connect(state) as db:
+        db.execute("UPDATE approvals SET approval = 'not json' WHERE run_id = ?", (BAD,))
+    with serving(state, warned="cannot read approvals row 'ap-r-bad'") as served:
+        status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
+        assert status == 200, body
+        assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]
+        # answering the damaged one (its id, as a stale page would post it): refused naming
+        # the damage, nothing answered; the healthy one is still there to answer
+        page = {
+            "X-Console-Token": served.token,
+            "Origin": f"http://127.0.0.1:{served.port}",
+            "Content-Type": "application/json",
+        }
+        status, _, body = served.request(
+            "POST", f"/api/approvals/ap-{BAD}/allow", headers=page, body=b"{}"
+        )
+        assert status >= 400 and b"cannot read approvals row 'ap-r-bad'" in body, (status, body)
+        with sqlite3.connect(state) as db:
+            assert db.execute("SELECT count(*) FROM commands").fetchone() == (0,)
+        status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
+        assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]

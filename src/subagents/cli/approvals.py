@@ -66,7 +66,7 @@ class TerminalApprovals:
             shown = Text(printable(question.request.describe()))
             console.print(Panel(shown, title="approval needed"))
             try:
-                reply = console.input("Allow this call? [y/N] ")
+                reply = console.input(Text("Allow this call? [y/N] "))  # (not markup)
             except (EOFError, KeyboardInterrupt):
                 reply = ""
             if reply.strip().lower() in ("y", "yes"):

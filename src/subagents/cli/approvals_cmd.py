@@ -80,11 +80,11 @@ def run(args: argparse.Namespace) -> int:
     with open_inspected_store(args) as store, store_errors(store):
         alive = liveness(store)
         root = resolve(store, args.run_ref).root_run_id if args.run_ref else None
-        listed = store.list_approvals(pending=not args.all, root_run_id=root)
-        kept = {a.approval_id for a in live(store, listed)}  # (not those replaced: listed --all)
+        damaged: list[DamagedRow] = []  # (left out, or a run's: its approvals shown; named after)
+        listed = store.list_approvals(pending=not args.all, root_run_id=root, damaged=damaged)
+        kept = {a.approval_id for a in live(store, listed, damaged)}  # (not those replaced)
         if not args.all:
             listed = [a for a in listed if a.approval_id in kept]
-        damaged: list[DamagedRow] = []  # (its approvals shown all the same; named after)
         records = {a.run_id: read_sparing(store, a.run_id, damaged) for a in listed}
         void = void_ids(store, listed, records.__getitem__, damaged)
         rows = [_row(a, alive, records[a.run_id], _status(a, kept, void)) for a in listed]
@@ -171,7 +171,9 @@ def resolve_approval(store: RunStore, ref: str) -> str:
         )
     if store.get_approval(ref) is not None:
         return ref
-    matches = [a.approval_id for a in store.list_approvals(pending=False)]
+    damaged: list[DamagedRow] = []  # (a damaged row's id still matches: answering it names it)
+    listed = store.list_approvals(pending=False, damaged=damaged)
+    matches = [a.approval_id for a in listed] + [str(d.key) for d in damaged if d.key]
     matches = [m for m in matches if m.startswith(ref)]
     if len(matches) > 1:
         raise CliError(f"{ref!r} names {len(matches)} approvals: {', '.join(matches[:10])}")

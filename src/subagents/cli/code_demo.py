@@ -175,6 +175,8 @@ def _run_team(
 ) -> tuple[str, Outcome, list[RunRecord], list[dict[str, str]]]:
     """The team's run on the offline model, in ``repo``, watched live (or quietly with
     ``--json``): the lead's run id, its outcome, the tree's records, and its events."""
+    from rich.text import Text
+
     from subagents.cli.live import LiveTree, watch
     from subagents.definitions.discovery import BUILTIN_DIR
     from subagents.models.scripted import ScriptedModel
@@ -200,11 +202,12 @@ def _run_team(
         rt.subscribe(tree.on_event)
         rt.subscribe(lambda e: events.append(_event_row(e)))
         if not as_json:
-            out.print(
-                f"[bold]subagents demo --team code[/bold]: team from {folder}, offline"
-                f" model, working in {repo} (permissions: acceptEdits, allow sh test.sh)",
-                soft_wrap=True,
+            said = Text("subagents demo --team code", style="bold")  # (paths: text, not markup)
+            said.append(
+                f": team from {folder}, offline model, working in {repo}"
+                " (permissions: acceptEdits, allow sh test.sh)"
             )
+            out.print(said, soft_wrap=True)
         handle = rt.spawn("lead", getattr(args, "task", None) or TASK)
 
         def wait_for_lead() -> None:

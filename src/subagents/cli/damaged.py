@@ -1,10 +1,11 @@
-"""A listing that meets damaged records (``ps``, ``approvals``): every other run shown, each
-damaged one named.
+"""A listing that meets damaged records (``ps``, ``approvals``): every other run and
+approval shown, each damaged row named.
 
-A runs row that no longer reads as its record (hand-edited, written by a tool that knows
-nothing of its schema) is that row's fault, not the store's (``store.base.DamagedRow``):
-one such row made the whole listing an error, hiding every other run. The listing now
-leaves it out, shows the rest, names each damaged row on stderr (its run id and what is
+A runs or approvals row that no longer reads as its record (hand-edited, written by a tool
+that knows nothing of its schema) is that row's fault, not the store's
+(``store.base.DamagedRow``): one such row made the whole listing an error, hiding every
+other run (a damaged approvals row: every approval, and every run in ``ps``). The listing
+now leaves it out, shows the rest, names each damaged row on stderr (its key and what is
 wrong) and exits 1, as any error does (docs/cli.md).
 """
 
@@ -36,10 +37,18 @@ def read_sparing(store: InspectedStore, run_id: str, damaged: list[DamagedRow]) 
         return None
 
 
+def spared_once(damaged: list[DamagedRow], met: Sequence[DamagedRow]) -> list[DamagedRow]:
+    """Of ``met`` (a later read's damaged rows), those not in ``damaged`` yet: added there
+    and returned (to be named now, once)."""
+    new = [d for d in met if all(seen.key != d.key for seen in damaged)]
+    damaged.extend(new)
+    return new
+
+
 def said(command: str, damaged: Sequence[DamagedRow]) -> int:
     """Each damaged row named on stderr (after the listing); the command's exit code."""
     for exc in damaged:
         sys.stderr.write(
-            printable(f"subagents {command}: error: {exc} (left out; the other runs are shown)\n")
+            printable(f"subagents {command}: error: {exc} (left out; the rest is shown)\n")
         )
     return EXIT_FAILED if damaged else EXIT_OK

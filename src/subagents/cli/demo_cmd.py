@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace, folder: Path) -> int:
+    from rich.text import Text
+
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.output import console, json_line
     from subagents.cli.state import open_store, store_label
@@ -113,11 +115,12 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
                 lambda e: events.append({"kind": str(e.kind), "agent": e.agent, "run_id": e.run_id})
             )
             if not args.json:
-                out.print(
-                    f"[bold]subagents demo[/bold]: team from {folder}, offline model,"
-                    f" concurrency limit {limits.max_concurrency}",
-                    soft_wrap=True,
+                said = Text("subagents demo", style="bold")  # (the folder: text, not markup)
+                said.append(
+                    f": team from {folder}, offline model,"
+                    f" concurrency limit {limits.max_concurrency}"
                 )
+                out.print(said, soft_wrap=True)
             handle = rt.spawn("lead", args.task)
 
             def wait_for_lead() -> None:

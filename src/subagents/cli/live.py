@@ -324,8 +324,8 @@ def watch(
     else:
         while True:
             finished = done.wait(1.0 / fps)
-            for line in tree.drain():
-                console.print(line, highlight=False, soft_wrap=True)
+            for line in tree.drain():  # a model's Bash command, brackets and all: not markup
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
             if finished:
                 break
         console.print()

@@ -18,6 +18,7 @@ import msgspec
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from subagents.logs import UNPRINTABLE
 from subagents.logs import printable as printable  # every view imports it from here
@@ -83,7 +84,9 @@ def print_table(
 ) -> None:
     """A rich table on a colour terminal; otherwise plain columns (two spaces, no trailing
     blanks, never wrapped) that ``grep``/``cut`` can read. ``wide`` columns fold when the
-    terminal is narrow; the others keep their width."""
+    terminal is narrow; the others keep their width. A cell is text, never rich markup: a
+    model's tool input holding ``[conceal]`` hid what followed it from the person asked to
+    approve it, and a closing tag nothing opened (``[/bold]``) failed the whole view."""
     stream = sys.stdout if stream is None else stream
     rows = [[printable(cell) for cell in row] for row in rows]
     if not wants_color(stream):
@@ -93,7 +96,7 @@ def print_table(
     for header in headers:
         table.add_column(header, overflow="fold", no_wrap=header not in wide)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     console(stream).print(table)
 
 

@@ -23,7 +23,7 @@ import msgspec
 
 from subagents.cli import output
 from subagents.cli.command import add_inspect_arguments, emit, reports_errors, store_errors
-from subagents.cli.damaged import read_sparing, said
+from subagents.cli.damaged import read_sparing, said, spared_once
 from subagents.cli.state import (
     EXIT_FAILED,
     EXIT_OK,
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
         starters = _starters(store, records, damaged)
-        asks = WaitingAsks.read(store) if records else WaitingAsks()  # one read, not per run
+        asks = WaitingAsks.read(store, damaged=damaged) if records else WaitingAsks()  # (once)
         rows = [
             ps_row(n, r, alive, starters.get(r.run_id), asks.ids(r.run_id))
             for n, r in enumerate(records, 1)
@@ -246,7 +246,9 @@ def run(args: argparse.Namespace) -> int:
             return failed
         from subagents.cli.ps_watch import watch
 
-        json_row = (lambda r, a: ps_row(0, r, a, None, _asks_of(store, r))) if args.json else None
+        json_row = (
+            (lambda r, a: ps_row(0, r, a, None, _asks_of(store, r, damaged))) if args.json else None
+        )
         code = watch(
             store, chosen, after=seq, shown=records, alive=alive, json_row=json_row, damaged=damaged
         )
@@ -368,9 +370,15 @@ TASK_WIDTH = 48
 LABEL_WIDTH = 20
 
 
-def _asks_of(store: InspectedStore, record: RunRecord) -> tuple[str, ...]:
-    """A watched row's pending approvals (one read per changed row, as the row is)."""
-    return WaitingAsks(store.list_approvals(run_id=record.run_id)).ids(record.run_id)
+def _asks_of(
+    store: InspectedStore, record: RunRecord, damaged: list[DamagedRow]
+) -> tuple[str, ...]:
+    """A watched row's pending approvals (one read per changed row, as the row is); a
+    damaged approvals row left out, named the first time it is met."""
+    met: list[DamagedRow] = []
+    asks = WaitingAsks(store.list_approvals(run_id=record.run_id, damaged=met))
+    said(NAME, spared_once(damaged, met))
+    return asks.ids(record.run_id)
 
 
 def ps_row(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from subagents.messages import ApprovalRecord
-from subagents.store.base import RunStore
+from subagents.store.base import DamagedRow, RunStore
 
 HINT = (
     "approval: the run waits for an answer kept in the store;"
@@ -32,12 +32,19 @@ class WaitingAsks:
                 self._by_run.setdefault(approval.run_id, []).append(approval)
 
     @classmethod
-    def read(cls, store: RunStore, root_run_id: str | None = None) -> WaitingAsks:
+    def read(
+        cls,
+        store: RunStore,
+        root_run_id: str | None = None,
+        damaged: list[DamagedRow] | None = None,
+    ) -> WaitingAsks:
         """The pending approvals of runs that have not ended (of one tree, given its root):
-        one read of the store."""
+        one read of the store. ``damaged``: an approvals row that does not read is left out
+        and named there (``RunStore.list_approvals``), so the view still shows its runs."""
         from subagents.store.superseded_approvals import live
 
-        return cls(live(store, store.list_approvals(pending=True, root_run_id=root_run_id)))
+        listed = store.list_approvals(pending=True, root_run_id=root_run_id, damaged=damaged)
+        return cls(live(store, listed, damaged))
 
     def of(self, run_id: str) -> tuple[ApprovalRecord, ...]:
         """The run's pending approvals, in the order asked."""

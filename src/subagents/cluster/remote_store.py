@@ -244,15 +244,20 @@ class ClusterStore(RunStore):
         if include_archived:  # a keyword only SQLiteStore has
             kwargs["include_archived"] = True
         if damaged is not None:
-            self._check_open()
-            call = StoreCall("list_runs", (), kwargs)
-            held = list(self._batches.held)
-            found = self._get(self._actor.list_runs_sparing.remote(call, held), "list_runs")
-            records, named = found
-            damaged.extend(DamagedRow(message, key) for message, key in named)
-            return list(records)
+            return list(self._sparing(StoreCall("list_runs", (), kwargs), damaged))
         result: list[RunRecord] = self._read("list_runs", **kwargs)
         return result
+
+    def _sparing(self, call: StoreCall, damaged: list[DamagedRow]) -> Any:
+        """A listing (``call``) read by the head with its damaged rows left out, each named
+        back as data and filled in ``damaged`` here; inside a batch, as the listing would
+        read after its held writes."""
+        self._check_open()
+        held = list(self._batches.held)
+        found = self._get(self._actor.list_runs_sparing.remote(call, held), call.method)
+        records, named = found
+        damaged.extend(DamagedRow(message, key) for message, key in named)
+        return records
 
     def append_event(self, event: Event) -> None:
         self._write("append_event", event)
@@ -384,10 +389,13 @@ class ClusterStore(RunStore):
         pending: bool = True,
         root_run_id: str | None = None,
         run_id: str | None = None,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[ApprovalRecord]:
-        result: list[ApprovalRecord] = self._read(
-            "list_approvals", pending=pending, root_run_id=root_run_id, run_id=run_id
-        )
+        """(``damaged``: as ``list_runs``'s, named by the head as data.)"""
+        kwargs = {"pending": pending, "root_run_id": root_run_id, "run_id": run_id}
+        if damaged is not None:
+            return list(self._sparing(StoreCall("list_approvals", (), kwargs), damaged))
+        result: list[ApprovalRecord] = self._read("list_approvals", **kwargs)
         return result
 
     def answer_approval(

@@ -108,6 +108,9 @@ READS = frozenset(
     }
 )
 
+SPARING = frozenset({"list_runs", "list_approvals"})
+"""The listings that can leave a damaged row out and name it (``list_runs_sparing``)."""
+
 
 class _Undo(Exception):
     """Raised inside a batch to roll it back once the read it was opened for is made."""
@@ -129,12 +132,13 @@ class StoreService:
     def list_runs_sparing(
         self, call: StoreCall, held: Sequence[StoreCall] = ()
     ) -> tuple[Any, list[tuple[str, str | None]]]:
-        """``list_runs`` (``call``) leaving out the rows that do not read as records, with
-        each of those named as (message, run id): the caller's ``damaged`` list cannot be
-        filled across the link, so the damage comes back as data (``ClusterStore``). With
-        ``held`` (a client's batch's writes): as it would list after them (``read_within``)."""
-        if call.method != "list_runs":
-            raise StoreError(f"store call {call.method!r}: not a listing of runs")
+        """A listing (``call``: ``list_runs`` or ``list_approvals``) leaving out the rows that
+        do not read as records, with each of those named as (message, its key): the caller's
+        ``damaged`` list cannot be filled across the link, so the damage comes back as data
+        (``ClusterStore``). With ``held`` (a client's batch's writes): as it would list after
+        them (``read_within``)."""
+        if call.method not in SPARING:
+            raise StoreError(f"store call {call.method!r}: not a listing that spares damage")
         method = self._method(call, READS)
         damaged: list[DamagedRow] = []
         if "damaged" in inspect.signature(method).parameters:  # (objects: never damaged)

@@ -15,20 +15,30 @@ from typing import TYPE_CHECKING
 
 from subagents.console.actions import ActionError, checked_reason
 from subagents.console.limits import clipped
+from subagents.logs import get_logger
 from subagents.runtime import answer_approval, pending_approvals
 from subagents.store.approvals import ApprovalRefused
+
+log = get_logger("subagents.console")
 
 if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
     from subagents.messages import ApprovalRecord
+    from subagents.store.base import DamagedRow
 
 
 def pending(store: InspectedStore, run_id: str | None = None) -> list[ApprovalRecord]:
-    """The approvals waiting for an answer, oldest first (of ``run_id``'s tree when given)."""
+    """The approvals waiting for an answer, oldest first (of ``run_id``'s tree when given).
+    A damaged approvals row (hand-edited) is left out and logged naming it: it made the
+    whole list fail, so that no approval could be answered from the page."""
+    damaged: list[DamagedRow] = []
     try:
-        return pending_approvals(store, run_id)
+        found = pending_approvals(store, run_id, damaged=damaged)
     except LookupError as exc:  # its message quotes the run id whole: clipped here
         raise ActionError(f"no run {clipped(run_id or '')!r} in the store", 404) from exc
+    for row in damaged:
+        log.warning("console damaged approval", approval_id=row.key, error=str(row))
+    return found
 
 
 def answer(store: InspectedStore, approval_id: str, allow: bool, reason: object) -> ApprovalRecord:

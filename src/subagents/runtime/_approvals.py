@@ -18,7 +18,7 @@ from pathlib import Path
 
 from subagents.messages import ApprovalRecord
 from subagents.store.approvals import ApprovalRefused
-from subagents.store.base import RunStore
+from subagents.store.base import DamagedRow, RunStore
 from subagents.store.superseded_approvals import (
     live,
     older_pending,
@@ -48,16 +48,21 @@ def _opened(store: StoreLike) -> Iterator[RunStore]:
         opened.close()
 
 
-def pending_approvals(store: StoreLike, run_id: str | None = None) -> list[ApprovalRecord]:
+def pending_approvals(
+    store: StoreLike, run_id: str | None = None, *, damaged: list[DamagedRow] | None = None
+) -> list[ApprovalRecord]:
     """The approvals waiting for an answer, of runs that have not ended, in the order asked;
-    of ``run_id``'s tree when given (``LookupError`` for an unknown run)."""
+    of ``run_id``'s tree when given (``LookupError`` for an unknown run). An approvals row
+    that does not read (hand-edited) raises ``DamagedRow`` naming it; with ``damaged`` given
+    it is left out and named there, the others listed (the console's)."""
     with _opened(store) as opened:
-        if run_id is None:
-            return live(opened, opened.list_approvals())
-        record = opened.get_run(run_id)
-        if record is None:
-            raise LookupError(f"no run {run_id!r} in the store")
-        return live(opened, opened.list_approvals(root_run_id=record.root_run_id))
+        root = None
+        if run_id is not None:
+            record = opened.get_run(run_id)
+            if record is None:
+                raise LookupError(f"no run {run_id!r} in the store")
+            root = record.root_run_id
+        return live(opened, opened.list_approvals(root_run_id=root, damaged=damaged), damaged)
 
 
 def answer_approval(

@@ -85,7 +85,11 @@ _RUN = msgspec.json.Decoder(RunRecord)
 
 
 def listing_of(
-    tx: Decoding, rows: Iterable[tuple[str, str, str | None]], *, pending: bool
+    tx: Decoding,
+    rows: Iterable[tuple[str, str, str | None]],
+    *,
+    pending: bool,
+    damaged: list[DamagedRow] | None = None,
 ) -> list[ApprovalRecord]:
     """The approvals of a listing's rows (approval id, its document, its run's record or
     None), in their order; ``pending``: only those that can still be answered (``refusal``:
@@ -94,10 +98,19 @@ def listing_of(
     (``DamagedRow``) is taken as unknown, not as the listing's error: its approval is
     listed as one of a run not in the store is (answering it reads the run again and is
     refused naming the damage), and the other approvals are listed (``ps``,
-    ``approvals``: the listing then names the damaged run, ``cli/damaged.py``)."""
+    ``approvals``: the listing then names the damaged run, ``cli/damaged.py``). An
+    approvals row that does not read raises ``DamagedRow``; with ``damaged`` given (a
+    listing) it is left out and named there instead, as ``sqlite_tx.spare_damaged`` does for
+    runs: one such row emptied ``approvals``, ``ps`` and the console's approvals."""
     found: list[ApprovalRecord] = []
     for key, raw, run_raw in rows:
-        approval = tx.decode(_APPROVAL, raw, "approvals", key)
+        try:
+            approval = tx.decode(_APPROVAL, raw, "approvals", key)
+        except DamagedRow as exc:
+            if damaged is None:
+                raise
+            damaged.append(exc)
+            continue
         if pending:
             try:
                 run = tx.decode(_RUN, run_raw, "runs", approval.run_id) if run_raw else None

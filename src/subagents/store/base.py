@@ -282,9 +282,13 @@ class RunStore(Protocol):
         pending: bool = True,
         root_run_id: str | None = None,
         run_id: str | None = None,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[ApprovalRecord]:
         """Approvals in the order asked: with ``pending``, those still waiting for an answer
-        whose run has not ended; of the tree ``root_run_id``, of the run ``run_id``."""
+        whose run has not ended; of the tree ``root_run_id``, of the run ``run_id``. A row
+        that does not read raises ``DamagedRow``; with ``damaged`` given (a listing: the
+        CLI's, the console's) it is left out and named there, the others listed (a store
+        of objects has none)."""
         ...
 
     def answer_approval(

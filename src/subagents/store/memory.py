@@ -34,7 +34,7 @@ from subagents.messages import (
     Subscription,
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
-from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
+from subagents.store.base import DamagedRow, Fenced, MailRecording, RunStore, fenced_message
 from subagents.store.memory_undo import MISSING, roll_back, undo_of
 from subagents.store.writes import (
     AppendEvent,
@@ -380,7 +380,9 @@ class MemoryStore(RunStore):
         pending: bool = True,
         root_run_id: str | None = None,
         run_id: str | None = None,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[ApprovalRecord]:
+        del damaged  # (records kept as objects: none is ever damaged)
         with self._lock:
             rows = [
                 a

@@ -361,9 +361,14 @@ class PostgresStore(RunStore):
         pending: bool = True,
         root_run_id: str | None = None,
         run_id: str | None = None,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[ApprovalRecord]:
         return self._approvals.listed(
-            pending=pending, root_run_id=root_run_id, run_id=run_id, terminal=_TERMINAL
+            pending=pending,
+            root_run_id=root_run_id,
+            run_id=run_id,
+            terminal=_TERMINAL,
+            damaged=damaged,
         )
 
     def answer_approval(

@@ -26,6 +26,7 @@ from subagents.store.approvals import (
     listing_of,
     refusal,
 )
+from subagents.store.base import DamagedRow
 from subagents.store.postgres_processes import post_in
 from subagents.store.postgres_tx import PgTransactions
 from subagents.store.sqlite_tx import encode_row
@@ -80,7 +81,13 @@ class PgApprovalRows:
         return self.tx.decode(_decoder, rows[0][0], "approvals", approval_id) if rows else None
 
     def listed(
-        self, *, pending: bool, root_run_id: str | None, run_id: str | None, terminal: list[str]
+        self,
+        *,
+        pending: bool,
+        root_run_id: str | None,
+        run_id: str | None,
+        terminal: list[str],
+        damaged: list[DamagedRow] | None = None,
     ) -> list[ApprovalRecord]:
         where: list[str] = []
         params: list[object] = []
@@ -103,7 +110,7 @@ class PgApprovalRows:
         rows = self.tx.read(
             sql + " ORDER BY a.asked_at, a.approval_id", params, "listing approvals"
         )
-        return listing_of(self.tx, rows, pending=pending)
+        return listing_of(self.tx, rows, pending=pending, damaged=damaged)
 
     def answer(
         self, approval_id: str, allow: bool, answer: str | None, remember: str | None

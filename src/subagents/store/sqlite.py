@@ -456,8 +456,9 @@ class SQLiteStore(RunStore):
         pending: bool = True,
         root_run_id: str | None = None,
         run_id: str | None = None,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[ApprovalRecord]:
-        return self._approvals.listed(pending=pending, root_run_id=root_run_id, run_id=run_id)
+        return self._approvals.listed(pending, root_run_id, run_id, damaged)
 
     def answer_approval(
         self,

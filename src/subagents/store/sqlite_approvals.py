@@ -21,6 +21,7 @@ from subagents.store.approvals import (
     listing_of,
     refusal,
 )
+from subagents.store.base import DamagedRow
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _decoder = msgspec.json.Decoder(ApprovalRecord)
@@ -80,7 +81,11 @@ class ApprovalRows:
         return self.tx.decode(_decoder, rows[0][0], "approvals", approval_id) if rows else None
 
     def listed(
-        self, *, pending: bool, root_run_id: str | None, run_id: str | None
+        self,
+        pending: bool,
+        root_run_id: str | None,
+        run_id: str | None,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[ApprovalRecord]:
         where: list[str] = []
         params: list[object] = []
@@ -103,7 +108,7 @@ class ApprovalRows:
         rows = self.tx.read(
             sql + " ORDER BY a.asked_at, a.approval_id", params, "listing approvals"
         )
-        return listing_of(self.tx, rows, pending=pending)
+        return listing_of(self.tx, rows, pending=pending, damaged=damaged)
 
     def answer(
         self, approval_id: str, allow: bool, answer: str | None, remember: str | None

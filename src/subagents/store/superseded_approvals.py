@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 
 from subagents.messages import ApprovalRecord
-from subagents.store.base import RunStore
+from subagents.store.base import DamagedRow, RunStore
 
 
 def superseded_by(
@@ -59,15 +59,25 @@ def _digest(said: str) -> str:
     return "ap" + hashlib.sha256(said.encode()).hexdigest()[:14]
 
 
-def live(store: RunStore, listed: Sequence[ApprovalRecord]) -> list[ApprovalRecord]:
+def live(
+    store: RunStore,
+    listed: Sequence[ApprovalRecord],
+    damaged: list[DamagedRow] | None = None,
+) -> list[ApprovalRecord]:
     """``listed`` less the pending approvals a later ask replaced (``superseded_by``): one
     read of the store per tree listed with one pending under an older id (none for a store
-    this version wrote)."""
+    this version wrote). ``damaged``: the listing's (``RunStore.list_approvals``), a
+    damaged row these reads meet named there once."""
     older = [a for a in listed if older_pending(a)]
     if not older:
         return list(listed)
     trees = {a.root_run_id for a in older}
-    asks = {root: store.list_approvals(pending=False, root_run_id=root) for root in trees}
+    met: list[DamagedRow] | None = None if damaged is None else []
+    asks = {
+        root: store.list_approvals(pending=False, root_run_id=root, damaged=met) for root in trees
+    }
+    if damaged is not None and met:
+        damaged.extend(d for d in met if all(seen.key != d.key for seen in damaged))
     return [a for a in listed if superseded_by(a, asks.get(a.root_run_id, ())) is None]
 
 
