@@ -177,12 +177,13 @@ def test_without_a_list_of_children_the_command_still_runs_unheld(tmp_path: Path
 
 
 def test_a_command_that_stops_its_reaper_is_still_held_by_it(
-    repo: Path, processes: ProcessGroups
+    repo: Path, processes: ProcessGroups, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A command may SIGSTOP its own reaper (its parent: same user, same sandbox). A kill's
-    SIGTERM would then wait, pending, until the fallback SIGKILLed the reaper and looked for
-    the mark (which ``env -i`` escapes): the kill continues the reaper too, so it still ends
-    all it holds and says so (``contained``)."""
+    """Where the command may signal its own reaper (no Landlock ABI 6: made so here), it may
+    SIGSTOP it. A kill's SIGTERM would then wait, pending, until the fallback SIGKILLed the
+    reaper and looked for the mark (which ``env -i`` escapes): the kill continues the reaper
+    too, so it still ends all it holds and says so (``contained``)."""
+    monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "5")
     pidfile = repo / "pid"
     command = f"{hidden(pidfile)} {until_pid(pidfile)}; kill -STOP $PPID; sleep 300"
     process = processes.start(command, cwd=repo, run_id="r1")

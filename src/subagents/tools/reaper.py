@@ -56,6 +56,15 @@ else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M in
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_RESTRICT_SELF = 446
+"""Landlock's syscalls (the same numbers on every architecture)."""
+SIGNAL_SCOPE = (0).to_bytes(16, "little") + (2).to_bytes(8, "little")
+"""A ruleset that handles no file or network right and scopes signals
+(``LANDLOCK_SCOPE_SIGNAL``, ABI 6): ``struct landlock_ruleset_attr`` as the kernel reads it."""
+ABI_VARIABLE = "SUBAGENTS_LANDLOCK_ABI"
+"""``sandbox_exec.ABI_VARIABLE``: below 6, the command is given no signal scope (how tests
+see a kernel without it)."""
 GRACE_S = 0.5
 """How long the shell gets to end after a SIGTERM before everything is killed."""
 SETTLE_S = 0.05
@@ -87,7 +96,9 @@ class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # (not subscriptabl
     _type_ = "i"
 
 
-class _Prctl(_ctypes.CFuncPtr):
+class _IntCall(_ctypes.CFuncPtr):
+    """A C function of this program returning an int, its arguments ints or buffers."""
+
     _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
     _restype_ = _Int
 
@@ -102,8 +113,31 @@ def _prctl(option: int, arg: int) -> int:
     """libc's ``prctl(option, arg, 0, 0, 0)`` (-1 and errno set on failure) through the C
     ``_ctypes`` module: ``import ctypes`` costs an unsandboxed command's reaper ~15M
     instructions (~35% of its start), ``_ctypes`` ~1M (callgrind)."""
-    call = _Prctl(("prctl", _Program()))  # type: ignore[arg-type]  # (what CDLL has: _handle)
+    call = _IntCall(("prctl", _Program()))  # type: ignore[arg-type]  # (what CDLL has: _handle)
     return int(call(option, arg, 0, 0, 0))
+
+
+def scope_signals() -> bool:
+    """Put this process (the command's shell, before its ``exec``) in a Landlock domain of
+    its own that only scopes signals (ABI 6): it and everything it starts may signal each
+    other, and not this process's parent, the reaper (nor the runtime, nor anything else
+    outside), which still signals them all (a parent domain reaches its nested ones). So a
+    command cannot SIGKILL or SIGSTOP what holds it (nor ``ptrace`` it: any domain forbids
+    that outward). Whether it was applied: not on a kernel below ABI 6, nor where
+    ``landlock_restrict_self`` needs ``no_new_privs`` first (an unprivileged user outside
+    the sandbox, which sets it: setting it here would cost the command ``sudo``)."""
+    forced = os.environ.get(ABI_VARIABLE, "").strip()
+    if forced.isdigit() and int(forced) < 6:
+        return False
+    # ``syscall`` returns a long: an fd, 0 or -1 fit an int (and ints are passed widened)
+    call = _IntCall(("syscall", _Program()))  # type: ignore[arg-type]  # (as in _prctl)
+    ruleset = int(call(SYS_LANDLOCK_CREATE_RULESET, SIGNAL_SCOPE, len(SIGNAL_SCOPE), 0))
+    if ruleset < 0:  # no Landlock, or below ABI 6 (the scope unknown: E2BIG, EINVAL)
+        return False
+    try:
+        return int(call(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)) == 0
+    finally:
+        os.close(ruleset)
 
 
 def run(
@@ -137,12 +171,14 @@ def _exec(program: str, argv: list[str], reaper: int) -> None:
     """In the child: a process group of its own, the signals as a fresh process has them,
     killed with the reaper if it is killed (``PR_SET_PDEATHSIG``: the reaper has one thread;
     Ray, ending a lost driver's node host, SIGKILLs its direct children, which the reaper is:
-    its shell would go on under init), then the command."""
+    its shell would go on under init), unable to signal the reaper (``scope_signals``),
+    then the command."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != reaper:  # killed before the line above: its end was missed
             os._exit(FAILED_EXIT)
         _lead_group(0)
+        scope_signals()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signo, signal.SIG_DFL)
