@@ -128,7 +128,7 @@ def test_a_finished_background_shell_reports_its_exit_code(context: ToolContext)
     shell_id = started.content.rsplit(" ", 1)[1]
     process = context.processes.get(context.run_id, shell_id)
     assert process is not None
-    process.popen.wait(60)
+    process.wait(60)
     seen = TOOLS["BashOutput"].call({"bash_id": shell_id, "filter": "^do"}, context)
     assert "<status>completed</status>" in seen and "<exit_code>4</exit_code>" in seen
     assert "<stdout>\ndone\n</stdout>" in seen

@@ -189,7 +189,7 @@ def test_a_command_that_stops_its_reaper_is_still_held_by_it(
     process = processes.start(command, cwd=repo, run_id="r1")
     wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
     pid = pid_in(pidfile)
-    reaper = process.popen.pid
+    reaper = process.reaper_pid
     wait_until(lambda: _state(reaper) == "T", what="the reaper stopped by its command")
     processes.kill(process, "stop")
     assert process.contained(), process.said
@@ -211,5 +211,5 @@ def test_a_command_dies_with_its_reaper(repo: Path, processes: ProcessGroups) ->
     process = processes.start(f"echo $$ > {pidfile}; sleep 300", cwd=repo, run_id="r1")
     wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
     shell = pid_in(pidfile)
-    os.kill(process.popen.pid, signal.SIGKILL)
+    os.kill(process.reaper_pid, signal.SIGKILL)
     wait_until(lambda: not alive(shell), what="the shell killed with its reaper")

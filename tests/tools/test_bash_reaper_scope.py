@@ -50,7 +50,7 @@ def test_a_command_cannot_kill_its_reaper(repo: Path, processes: ProcessGroups) 
     pidfile = repo / "pid"
     process = processes.start(leaves_then_escapes(pidfile), cwd=repo, run_id="r1")
     pid = pid_in(pidfile)
-    process.popen.wait(WAIT)
+    process.wait(WAIT)
     gone(pid, "the env -i daemon killed by its reaper")
     assert process.contained(), process.said
     assert b"Operation not permitted" in process.output.read_bytes()

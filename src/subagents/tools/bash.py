@@ -30,7 +30,8 @@ from subagents.tools.base import (
     struct_schema,
 )
 from subagents.tools.context import ToolContext
-from subagents.tools.processes import KILL_GRACE_S, Process, open_regular, read_output
+from subagents.tools.process import Process
+from subagents.tools.processes import KILL_GRACE_S, open_regular, read_output
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000

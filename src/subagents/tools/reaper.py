@@ -1,7 +1,7 @@
 """The reaper: run a command as a child of this process, which holds every process the command
 ever starts, and kill them all when the command is over.
 
-    python -I -S .../reaper.py [--linger] --status-fd N -- CMD ARGS...
+    python -I -S .../reaper.py [--linger] [--detach] --status-fd N -- CMD ARGS...
 
 Why: a command's daemons leave its process group (``setsid``, a double fork, ``nohup``) and
 may clear their environment (``env -i``), so neither a group kill nor a mark in the
@@ -26,7 +26,10 @@ What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code,
 when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
 nothing it started runs; this process then ends as its shell did (the same code or signal).
 A launcher that ends without ``reaped`` was killed itself: the runtime then falls back to the
-environment mark (``processes._kill_strays``).
+environment mark (``processes._kill_strays``). With ``--detach`` this process first forks and
+its first process ends (``detach``: not the runtime's child, out of reach of a kill of the
+runtime's children), and ``pid N`` comes before all (``tools.detached``). The command may not
+signal this process (``scope_signals``: a Landlock scope, ABI 6).
 
 The command runs with no signal blocked and SIGPIPE and SIGXFSZ at their defaults: Python
 ignores both at start, and an ignored signal stays ignored across ``exec`` (a ``yes`` past the
@@ -115,6 +118,17 @@ def _prctl(option: int, arg: int) -> int:
     instructions (~35% of its start), ``_ctypes`` ~1M (callgrind)."""
     call = _IntCall(("prctl", _Program()))  # type: ignore[arg-type]  # (what CDLL has: _handle)
     return int(call(option, arg, 0, 0, 0))
+
+
+def detach(status_fd: int) -> None:
+    """Fork, and end the first process at once: the rest of the launcher (the reaper) runs
+    in the child, re-parented to init, so a kill of the runtime's children (Ray's, ending a
+    lost driver's node host) does not reach it and it still ends everything its command
+    started. It says its pid first on the status pipe (the runtime holds it by a pidfd,
+    ``tools.detached``). Before ``prepare``: a subreaper is not one in its children."""
+    if os.fork() != 0:
+        os._exit(0)
+    _report(status_fd, f"pid {os.getpid()}")
 
 
 def scope_signals() -> bool:
@@ -332,12 +346,13 @@ def _end_as(code: int) -> int:
 
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring) and run the command."""
-    linger = False
+    linger = detached = False
     status_fd: int | None = None
     i = 0
     while i < len(argv) and argv[i] != "--":
-        if argv[i] == "--linger":
-            linger = True
+        if argv[i] in ("--linger", "--detach"):
+            linger = linger or argv[i] == "--linger"
+            detached = detached or argv[i] == "--detach"
             i += 1
         elif argv[i] == "--status-fd" and i + 1 < len(argv) and argv[i + 1].isdigit():
             status_fd = int(argv[i + 1])
@@ -350,11 +365,21 @@ def main(argv: list[str]) -> int:
         print("subagents reaper: needs --status-fd N -- CMD", file=sys.stderr)
         return FAILED_EXIT
     try:
+        if detached:
+            detach(status_fd)
         listing = prepare()
         return run(command[0], command, listing=listing, status_fd=status_fd, linger=linger)
     except OSError as exc:
         print(f"subagents reaper: {exc}", file=sys.stderr)
-        return FAILED_EXIT
+        return failed(status_fd, detached)
+
+
+def failed(status_fd: int, detached: bool) -> int:
+    """``FAILED_EXIT``, said on the status pipe too when detached (the runtime cannot
+    ``wait`` for this process: what it says is its exit code)."""
+    if detached:
+        _report(status_fd, f"exit {FAILED_EXIT}")
+    return FAILED_EXIT
 
 
 if __name__ == "__main__":
