@@ -25,11 +25,10 @@ to the runtime, which would never reap it.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import signal
-import threading
-import time
 
 PID_LINE = b"pid "
 """The first thing a detached reaper says: its pid."""
@@ -47,47 +46,37 @@ def detaches() -> bool:
 
 
 class DetachedReaper:
-    """A detached reaper's pidfd: its signals and its end. The pidfd is closed once its end
-    is seen, under a lock (a wait on another thread holds the lock only between polls)."""
+    """A detached reaper's pidfd: its signals and its end. The pidfd stays open until this
+    object is dropped (never while another thread may poll or signal through it: a closed
+    fd's number may be another file's by then); polling or signalling an ended process's
+    pidfd is harmless (ready; ``ESRCH``)."""
 
     def __init__(self, pid: int, pidfd: int) -> None:
         self.pid = pid
         """Its pid (for a look in /proc; the runtime never signals it by this number)."""
         self._fd = pidfd
-        self._lock = threading.Lock()
+        self._ended = pidfd < 0
 
     def ended(self) -> bool:
-        """Whether it has ended (and the pidfd is closed)."""
+        """Whether it has ended (never blocks)."""
         return self.wait(0)
 
     def wait(self, timeout: float) -> bool:
         """Wait ``timeout`` seconds at most for its end; whether it ended."""
-        until = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                if self._fd < 0:
-                    return True
-                left = until - time.monotonic()
-                slice_s = max(0.0, min(left, 0.05))
-                if _ready(self._fd, slice_s):
-                    os.close(self._fd)
-                    self._fd = -1
-                    return True
-            if left <= 0:
-                return False
+        if not self._ended and _ready(self._fd, timeout):
+            self._ended = True
+        return self._ended
 
     def send(self, signo: int) -> None:
         """``signo`` to it, unless it has ended."""
-        with self._lock:
-            if self._fd >= 0:
-                with contextlib.suppress(ProcessLookupError):
-                    signal.pidfd_send_signal(self._fd, signo)
+        if not self._ended:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._fd, signo)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+    def __del__(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def held(status_fd: int) -> tuple[DetachedReaper, bytes] | None:
@@ -119,7 +108,7 @@ def _ready(fd: int, timeout_s: float) -> bool:
     """Whether ``fd`` reads as ready within ``timeout_s`` (``poll``: any fd number)."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    return bool(poller.poll(int(timeout_s * 1000)))
+    return bool(poller.poll(max(0, math.ceil(timeout_s * 1000))))  # (never -1: for ever)
 
 
 def _hung_up(read_end: int) -> bool:
