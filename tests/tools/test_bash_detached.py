@@ -7,6 +7,7 @@ runtime's end (its lifeline) stops each one, which kills everything its command 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -119,3 +120,22 @@ def test_a_detached_reapers_exit_code_is_its_shells(
     process = processes.start(f"exit {code}", cwd=tmp_path, run_id="r1")
     assert process.wait(WAIT) == code
     assert process.exit_code() == code and process.contained()
+
+
+def test_a_detached_reapers_pidfd_goes_with_its_process(
+    tmp_path: Path, processes: ProcessGroups
+) -> None:
+    """One pidfd a command, closed when the runtime drops the command: none accumulate."""
+
+    def run_some() -> None:
+        for _ in range(5):
+            process = processes.start("true", cwd=tmp_path, run_id="r1")
+            process.wait(WAIT)
+            processes.kill_run("r1")
+
+    run_some()  # the relay threads, the scratch directory: made once
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    run_some()
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before

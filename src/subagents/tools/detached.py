@@ -56,6 +56,7 @@ class DetachedReaper:
         """Its pid (for a look in /proc; the runtime never signals it by this number)."""
         self._fd = pidfd
         self._ended = pidfd < 0
+        self._close = os.close  # held: at the interpreter's end ``os`` may be gone first
 
     def ended(self) -> bool:
         """Whether it has ended (never blocks)."""
@@ -75,7 +76,7 @@ class DetachedReaper:
 
     def __del__(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
+            self._close(self._fd)
             self._fd = -1
 
 
