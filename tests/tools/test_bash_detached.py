@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from subagents.tools.detached import held
 from subagents.tools.processes import ProcessGroups
 
 from .conftest import WAIT, wait_until
@@ -26,6 +28,7 @@ from .test_sandbox import landlock
 RUNTIME = """
 import sys
 from pathlib import Path
+from subagents.tools.detached import held
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import Sandbox
 
@@ -139,3 +142,27 @@ def test_a_detached_reapers_pidfd_goes_with_its_process(
     run_some()
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_a_reaper_whose_pidfd_cannot_be_opened_is_not_taken_for_ended() -> None:
+    """``pidfd_open`` failing for want of a file descriptor (EMFILE) is raised (``start``
+    then closes the status pipe: the reaper's lifeline stops it), not read as the reaper's
+    end: the runtime would say a running command ended (seen: ``ended()`` True)."""
+    status, told = os.pipe()
+    os.write(told, f"pid {os.getpid()}\n".encode())
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    spare: list[int] = []
+    try:
+        highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 8, limits[1]))
+        with contextlib.suppress(OSError):
+            while True:
+                spare.append(os.dup(status))
+        with pytest.raises(OSError, match="Too many open files"):
+            held(status)
+    finally:
+        for fd in spare:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+        os.close(status)
+        os.close(told)

@@ -95,9 +95,9 @@ def held(status_fd: int) -> tuple[DetachedReaper, bytes] | None:
     if not first.startswith(PID_LINE) or not first[len(PID_LINE) :].isdigit():
         return None
     pid = int(first[len(PID_LINE) :])
-    try:
+    try:  # another error (EMFILE) is raised: the reaper runs on, and only its pidfd is missing
         pidfd = os.pidfd_open(pid)
-    except OSError:  # ended already
+    except ProcessLookupError:  # ended already
         return DetachedReaper(pid, -1), rest
     if _hung_up(status_fd):  # it ended: the pidfd may name another process
         os.close(pidfd)

@@ -180,7 +180,7 @@ class ProcessGroups:
         finally:
             _close(pipe, told)
         started = Process(proc_id, command, run_id, popen, output, cookie=cookie, status_fd=status)
-        process = _holding(started, detach)
+        process = _holding(started, detach, source, fd)
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
@@ -331,12 +331,19 @@ def _launched(
     return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv
 
 
-def _holding(process: Process, detach: bool) -> Process:
+def _holding(process: Process, detach: bool, *spare: int) -> Process:
     """``process`` just started: when its launcher started (read before it is waited for:
-    its stat is still there), its reaper held when detached, its status pipe non-blocking."""
+    its stat is still there), its reaper held when detached, its status pipe non-blocking.
+    When it cannot be held (no pidfd: EMFILE), ``spare`` and the status pipe are closed (the
+    reaper's lifeline: it stops its command) and the output file removed, and it raises."""
     process.since = _started(str(process.popen.pid))
     if detach:
-        process.detached, process.said = _detached(process.popen, process.status_fd)
+        try:
+            process.detached, process.said = _detached(process.popen, process.status_fd)
+        except BaseException:
+            _close(*spare, process.status_fd)
+            process.output.unlink(missing_ok=True)
+            raise
     if process.status_fd >= 0:
         os.set_blocking(process.status_fd, False)
     return process
