@@ -221,16 +221,21 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
     """A driver restart: the driver is SIGKILLed while its node runs a journaled Bash call;
     a new runtime on the store takes the run up (the call answered as interrupted); the old
     node's command does not go on running (Ray ends the dead driver's node hosts, whose
-    close kills their commands)."""
+    close kills their commands), nor does a daemon it started (a session of its own, no
+    environment: Ray SIGKILLs the hosts' direct children first, which the commands' reapers
+    must not be, docs/cluster.md)."""
     work = tmp_path / "work"
     command = (
-        "echo $$ > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
+        "setsid env -i sh -c 'echo $$ > daemon.tmp && mv daemon.tmp daemon; exec sleep 600'"
+        " > /dev/null 2>&1 & while [ ! -e daemon ]; do sleep 0.05; done;"
+        " echo $$ > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
         " echo old >> effects.txt"
     )
     driver = driver_of([{"tool_calls": [use("Bash", command=command)]}, {"text": "old done"}])
     driver.release.set()
     wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
     pid = int((work / "pid").read_text())
+    daemon = int((work / "daemon").read_text())
     store = SQLiteStore(tmp_path / "runs.db")
     driver.proc.kill()
     driver.proc.communicate()
@@ -243,8 +248,11 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
         result = _ended_once_by(store, driver.run_id, owner)
         assert result.startswith("new: This Bash call was interrupted"), result
         wait_until(lambda: not _alive(pid), "the killed driver's command ending", WAIT_S)
+        wait_until(lambda: not _alive(daemon), "the killed driver's command's daemon", WAIT_S)
     finally:
         if _alive(pid):  # the orphan of the killed driver's host: not left on the machine
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(os.getpgid(pid), signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(daemon, signal.SIGKILL)
         store.close()

@@ -13,7 +13,7 @@ import pytest
 from subagents.tools.base import ToolError, ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
-from subagents.tools.processes import ProcessGroups
+from subagents.tools.processes import HOLDS, ProcessGroups
 
 from .conftest import WAIT, group_members, make_context, wait_until
 
@@ -78,6 +78,8 @@ def test_a_timeout_kills_the_whole_process_group(context: ToolContext, repo: Pat
     (out,) = result
     assert out.is_error
     assert "Command timed out after 3 s" in out.content
+    if HOLDS:  # its reaper said all was killed (else the message does not claim it)
+        assert "it and every process it started were killed" in out.content, out.content
     # whatever of the group had started is killed (SIGKILL lands after killpg returns)
     if _written(pidfile):
         pgid = int(pidfile.read_text())
@@ -128,7 +130,7 @@ def test_a_finished_background_shell_reports_its_exit_code(context: ToolContext)
     shell_id = started.content.rsplit(" ", 1)[1]
     process = context.processes.get(context.run_id, shell_id)
     assert process is not None
-    process.popen.wait(60)
+    process.wait(60)
     seen = TOOLS["BashOutput"].call({"bash_id": shell_id, "filter": "^do"}, context)
     assert "<status>completed</status>" in seen and "<exit_code>4</exit_code>" in seen
     assert "<stdout>\ndone\n</stdout>" in seen

@@ -38,7 +38,7 @@ started = [
     groups.start(waits, cwd=where, run_id="r", sandbox=sandbox),
     groups.start(daemon, cwd=where, run_id="r", sandbox=sandbox, background=True),
 ]
-print(*(process.popen.pid for process in started), flush=True)
+print(*(process.reaper_pid for process in started), flush=True)
 sys.stdin.read()  # until killed
 """
 

@@ -71,7 +71,7 @@ def test_a_background_yes_stops_at_the_cap(capped_groups: ProcessGroups, tmp_pat
     shell_id = started.content.rsplit(" ", 1)[1]
     process = capped_groups.get(context.run_id, shell_id)
     assert process is not None
-    assert process.popen.wait(WAIT) in SIGPIPED
+    assert process.wait(WAIT) in SIGPIPED
     assert process.output.stat().st_size == CAP
     seen = TOOLS["BashOutput"].call({"bash_id": shell_id}, context)
     assert "<status>completed</status>" in seen and NOTE in seen

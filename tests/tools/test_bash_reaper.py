@@ -187,18 +187,19 @@ def test_without_a_list_of_children_the_command_still_runs_unheld(tmp_path: Path
 
 
 def test_a_command_that_stops_its_reaper_is_still_held_by_it(
-    repo: Path, processes: ProcessGroups
+    repo: Path, processes: ProcessGroups, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A command may SIGSTOP its own reaper (its parent: same user, same sandbox). A kill's
-    SIGTERM would then wait, pending, until the fallback SIGKILLed the reaper and looked for
-    the mark (which ``env -i`` escapes): the kill continues the reaper too, so it still ends
-    all it holds and says so (``contained``)."""
+    """Where the command may signal its own reaper (no Landlock ABI 6: made so here), it may
+    SIGSTOP it. A kill's SIGTERM would then wait, pending, until the fallback SIGKILLed the
+    reaper and looked for the mark (which ``env -i`` escapes): the kill continues the reaper
+    too, so it still ends all it holds and says so (``contained``)."""
+    monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "5")
     pidfile = repo / "pid"
     command = f"{hidden(pidfile)} {until_pid(pidfile)}; kill -STOP $PPID; sleep 300"
     process = processes.start(command, cwd=repo, run_id="r1")
     wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
     pid = pid_in(pidfile)
-    reaper = process.popen.pid
+    reaper = process.reaper_pid
     wait_until(lambda: _state(reaper) == "T", what="the reaper stopped by its command")
     processes.kill(process, "stop")
     assert process.contained(), process.said
@@ -220,5 +221,5 @@ def test_a_command_dies_with_its_reaper(repo: Path, processes: ProcessGroups) ->
     process = processes.start(f"echo $$ > {pidfile}; sleep 300", cwd=repo, run_id="r1")
     wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
     shell = pid_in(pidfile)
-    os.kill(process.popen.pid, signal.SIGKILL)
+    os.kill(process.reaper_pid, signal.SIGKILL)
     wait_until(lambda: not alive(shell), what="the shell killed with its reaper")

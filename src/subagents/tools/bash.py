@@ -30,7 +30,8 @@ from subagents.tools.base import (
     struct_schema,
 )
 from subagents.tools.context import ToolContext
-from subagents.tools.processes import KILL_GRACE_S, Process, open_regular, read_output
+from subagents.tools.process import Process
+from subagents.tools.processes import KILL_GRACE_S, open_regular, read_output
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -177,14 +178,13 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
     note = _follow_cwd(ctx, cwd_file)
     output = _join(capped(text.rstrip("\n"), omitted), _dropped(process, ctx))
     if waited.reason == "timeout":
-        return ToolResult(
-            _join(
-                output,
-                f"Command timed out after {timeout_ms / 1000:g} s; it and every"
-                " process it started were killed.",
-            ),
-            is_error=True,
+        killed = (
+            "it and every process it started were killed."
+            if process.contained()
+            else "it was killed; processes it started may still run."
         )
+        timed_out = f"Command timed out after {timeout_ms / 1000:g} s; {killed}"
+        return ToolResult(_join(output, timed_out), is_error=True)
     if waited.reason == "cancelled":
         return ToolResult(_join(output, "Command killed: the run was stopped."), is_error=True)
     if waited.reason == "deadline":

@@ -10,7 +10,10 @@ the child of the reaper (``reaper``: a subreaper, the parent of every orphan the
 leaves), which kills all of them when the shell ends (with ``background``: when the runtime
 says so) and tells the runtime the shell's end and that all is gone (``Process.contained``).
 The runtime's death, however it dies (SIGKILL included), is a stop to every reaper too: the
-status pipe's read end is the runtime's alone, and its close is the reaper's lifeline.
+status pipe's read end is the runtime's alone, and its close is the reaper's lifeline. The
+reaper is not the runtime's child (``tools.detached``: a kill of the runtime's children, as
+Ray's of a lost node host's, must not reach it), held by a pidfd; nor may its command signal
+it (``reaper.scope_signals``).
 Where the reaper did not say so (it was killed itself; not Linux) a kill falls back to the
 group and to a mark: every command's processes carry a cookie in their environment
 (``TREE_COOKIE``, unique per command), which a new session and a fork keep, and whatever
@@ -41,12 +44,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
 from subagents.tools import reaper
+from subagents.tools.detached import DetachedReaper, detaches, held
+from subagents.tools.process import Process
 from subagents.tools.sandbox import RunSandbox
 
 TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
@@ -75,73 +80,6 @@ OUTPUT_CAP = 64 * 1024 * 1024
 def shell() -> str:
     """The shell commands run in: bash when there is one (Claude Code's Bash), else sh."""
     return shutil.which("bash") or "/bin/sh"
-
-
-@dataclass
-class Process:
-    """A started command: its process (the group leader), output file and owner."""
-
-    id: str
-    command: str
-    run_id: str
-    popen: subprocess.Popen[bytes]
-    output: Path
-    started_at: float = field(default_factory=time.monotonic)
-    read_offset: int = 0
-    """For a background shell: how much output BashOutput has already shown."""
-    killed: str | None = None
-    """Why the runtime killed it (None if it ended by itself)."""
-    cookie: str = ""
-    """The value of ``TREE_COOKIE`` in its processes' environment."""
-    reaped: bool = False
-    """Whether what it left (its group, its cookie's strays) was killed."""
-    dropped: bool = False
-    """Whether some of its output was dropped (the pipe closed after): past the output cap,
-    or its file could not be written (``cut``)."""
-    cut: str = ""
-    """Why its output was cut short of the cap (a write error: a full disk); empty if not."""
-    drained: threading.Event = field(default_factory=threading.Event)
-    """Set when its output is all in the file (the pipe's writers gone, or the cap reached)."""
-    since: int = 0
-    """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
-    its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
-    status_fd: int = -1
-    """The read end of the reaper's status pipe (-1: no reaper, or read to its end)."""
-    said: bytes = b""
-    """What the reaper said on it: ``exit N`` when the shell ended, ``reaped`` when all is."""
-    _hearing: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def pgid(self) -> int:
-        return self.popen.pid
-
-    def exit_code(self) -> int | None:
-        """The shell's exit code, None while it runs: with ``run_in_background`` the reaper
-        outlives it while a daemon it started runs, so the reaper says when it ended."""
-        first = self._heard().split(b"\n", 1)[0]
-        if first.startswith(b"exit ") and first[5:].lstrip(b"-").isdigit():
-            return int(first[5:])
-        return self.popen.poll()  # no reaper, or one killed before the shell ended
-
-    def contained(self) -> bool:
-        """Whether its reaper ended having killed everything the command started (nothing
-        can be left: every process it started was its descendant)."""
-        return self.popen.poll() is not None and b"reaped\n" in self._heard()
-
-    def _heard(self) -> bytes:
-        with self._hearing:
-            while self.status_fd >= 0:
-                try:
-                    piece = os.read(self.status_fd, 256)
-                except BlockingIOError:
-                    break
-                except OSError:
-                    piece = b""
-                if not piece:  # the reaper is gone
-                    os.close(self.status_fd)
-                    self.status_fd = -1
-                self.said += piece
-            return self.said
 
 
 @dataclass(frozen=True)
@@ -211,8 +149,9 @@ class ProcessGroups:
             proc_id = f"{prefix}_{self._seq}"
             run_dir = self.run_dir(run_id)
         status, told = os.pipe() if HOLDS else (-1, -1)
+        detach = told >= 0 and detaches()
         try:
-            argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background)
+            argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background, detach)
         except BaseException:
             _close(status, told)
             raise
@@ -240,12 +179,8 @@ class ProcessGroups:
             raise
         finally:
             _close(pipe, told)
-        if status >= 0:
-            os.set_blocking(status, False)
-        since = _started(str(popen.pid))  # not yet waited for: its stat is still there
-        process = Process(
-            proc_id, command, run_id, popen, output, cookie=cookie, since=since, status_fd=status
-        )
+        started = Process(proc_id, command, run_id, popen, output, cookie=cookie, status_fd=status)
+        process = _holding(started, detach, source, fd)
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
@@ -277,7 +212,7 @@ class ProcessGroups:
                 self.kill(process, "timeout")
                 return Waited(None, "timeout")
             try:
-                code = process.popen.wait(timeout=min(POLL_S, until - now, deadline - now))
+                code = process.wait(min(POLL_S, until - now, deadline - now))
             except subprocess.TimeoutExpired:
                 continue
             self._reap_left(process)  # what it left behind goes with it
@@ -291,14 +226,14 @@ class ProcessGroups:
         have stopped its reaper), SIGKILL if it did not end."""
         if process.killed is None:
             process.killed = reason
-        if process.popen.poll() is None:
-            _signal_group(process.pgid, signal.SIGTERM)
-            _signal_group(process.pgid, signal.SIGCONT)  # a reaper its command stopped
+        if process.poll() is None:
+            process.signal_reaper(signal.SIGTERM)
+            process.signal_reaper(signal.SIGCONT)  # a reaper its command stopped
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.popen.wait(timeout=HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S)
+                process.wait(HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S)
         self._reap_left(process)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.popen.wait(timeout=KILL_GRACE_S)
+            process.wait(KILL_GRACE_S)
         self._forget(process)
         process.drained.wait(KILL_GRACE_S)
 
@@ -307,13 +242,13 @@ class ProcessGroups:
         (its group's id, its pid, may already name another's); else its group and the
         processes carrying its mark (no reaper, or one killed: ``_kill_strays``)."""
         if not process.contained():
-            _signal_group(process.pgid, signal.SIGKILL)
+            process.signal_reaper(signal.SIGKILL)
             _kill_strays(process.cookie, process.since)
         process.reaped = True
 
     def _forget(self, process: Process) -> None:
         with self._lock:
-            if self._live.get(process.id) is process and process.popen.poll() is not None:
+            if self._live.get(process.id) is process and process.poll() is not None:
                 del self._live[process.id]
 
     def get(self, run_id: str, proc_id: str) -> Process | None:
@@ -346,7 +281,7 @@ class ProcessGroups:
         """Kill every process ``run_id`` still has; how many were running."""
         running = 0
         for process in self.of_run(run_id):
-            if process.popen.poll() is None:
+            if process.poll() is None:
                 running += 1
             self.kill(process, reason)
             self.release(process)
@@ -373,20 +308,56 @@ class ProcessGroups:
 
     def live_count(self) -> int:
         with self._lock:
-            return sum(1 for p in self._live.values() if p.popen.poll() is None)
+            return sum(1 for p in self._live.values() if p.poll() is None)
 
 
 def _launched(
-    argv: list[str], run_dir: Path, sandbox: RunSandbox | None, told: int, background: bool
+    argv: list[str],
+    run_dir: Path,
+    sandbox: RunSandbox | None,
+    told: int,
+    background: bool,
+    detach: bool = False,
 ) -> list[str]:
     """``argv`` as started: under the sandbox's launcher, held by the reaper (which tells
-    the end on ``told``; -1: no reaper here), or under the reaper alone."""
-    reap = ["--status-fd", str(told), *(["--linger"] if background else [])] if told >= 0 else []
+    the end on ``told``; -1: no reaper here; with ``detach`` not the runtime's child:
+    ``tools.detached``), or under the reaper alone."""
+    flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
+    reap = ["--status-fd", str(told), *flags] if told >= 0 else []
     if sandbox is not None and sandbox.landlock:
         return sandbox.argv(argv, run_dir, reap)
     if sandbox is not None:
         sandbox.argv(argv, run_dir)  # its refusal, if any
     return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv
+
+
+def _holding(process: Process, detach: bool, *spare: int) -> Process:
+    """``process`` just started: when its launcher started (read before it is waited for:
+    its stat is still there), its reaper held when detached, its status pipe non-blocking.
+    When it cannot be held (no pidfd: EMFILE), ``spare`` and the status pipe are closed (the
+    reaper's lifeline: it stops its command) and the output file removed, and it raises."""
+    process.since = _started(str(process.popen.pid))
+    if detach:
+        try:
+            process.detached, process.said = _detached(process.popen, process.status_fd)
+        except BaseException:
+            _close(*spare, process.status_fd)
+            process.output.unlink(missing_ok=True)
+            raise
+    if process.status_fd >= 0:
+        os.set_blocking(process.status_fd, False)
+    return process
+
+
+def _detached(popen: subprocess.Popen[bytes], status: int) -> tuple[DetachedReaper | None, bytes]:
+    """The detached reaper of ``popen`` (the launcher's first process, which ends as soon as
+    it has forked it) and what it said after its pid; None when the launcher ended without
+    detaching (it failed first: its own exit code says how). A reaper that never said its
+    pid was killed first: it is known as ended (having said nothing)."""
+    if popen.wait() != 0:
+        return None, b""
+    found = held(status)
+    return found if found is not None else (DetachedReaper(popen.pid, -1), b"")
 
 
 def _close(*fds: int) -> None:
@@ -397,11 +368,6 @@ def _close(*fds: int) -> None:
 
 def _safe(run_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def _kill_strays(cookie: str, since: int = 0) -> None:
@@ -460,8 +426,8 @@ def _start_relay(source: int, sink: int, cap: int, process: Process) -> None:
     try:
         relay.start()
     except BaseException:
-        _signal_group(process.pgid, signal.SIGKILL)
-        process.popen.wait()
+        process.signal_reaper(signal.SIGKILL)
+        process.wait(HELD_WAIT_S)
         for end in (source, sink):
             os.close(end)
         process.output.unlink(missing_ok=True)

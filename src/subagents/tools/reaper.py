@@ -1,7 +1,7 @@
 """The reaper: run a command as a child of this process, which holds every process the command
 ever starts, and kill them all when the command is over.
 
-    python -I -S .../reaper.py [--linger] --status-fd N -- CMD ARGS...
+    python -I -S .../reaper.py [--linger] [--detach] --status-fd N -- CMD ARGS...
 
 Why: a command's daemons leave its process group (``setsid``, a double fork, ``nohup``) and
 may clear their environment (``env -i``), so neither a group kill nor a mark in the
@@ -26,7 +26,10 @@ What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code,
 when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
 nothing it started runs; this process then ends as its shell did (the same code or signal).
 A launcher that ends without ``reaped`` was killed itself: the runtime then falls back to the
-environment mark (``processes._kill_strays``).
+environment mark (``processes._kill_strays``). With ``--detach`` this process first forks and
+its first process ends (``detach``: not the runtime's child, out of reach of a kill of the
+runtime's children), and ``pid N`` comes before all (``tools.detached``). The command may not
+signal this process (``scope_signals``: a Landlock scope, ABI 6).
 
 The command runs with no signal blocked and SIGPIPE and SIGXFSZ at their defaults: Python
 ignores both at start, and an ignored signal stays ignored across ``exec`` (a ``yes`` past the
@@ -56,6 +59,15 @@ else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M in
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_RESTRICT_SELF = 446
+"""Landlock's syscalls (the same numbers on every architecture)."""
+SIGNAL_SCOPE = (0).to_bytes(16, "little") + (2).to_bytes(8, "little")
+"""A ruleset that handles no file or network right and scopes signals
+(``LANDLOCK_SCOPE_SIGNAL``, ABI 6): ``struct landlock_ruleset_attr`` as the kernel reads it."""
+ABI_VARIABLE = "SUBAGENTS_LANDLOCK_ABI"
+"""``sandbox_exec.ABI_VARIABLE``: below 6, the command is given no signal scope (how tests
+see a kernel without it)."""
 GRACE_S = 0.5
 """How long the shell gets to end after a SIGTERM before everything is killed."""
 SETTLE_S = 0.05
@@ -87,7 +99,9 @@ class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # (not subscriptabl
     _type_ = "i"
 
 
-class _Prctl(_ctypes.CFuncPtr):
+class _IntCall(_ctypes.CFuncPtr):
+    """A C function of this program returning an int, its arguments ints or buffers."""
+
     _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
     _restype_ = _Int
 
@@ -102,8 +116,42 @@ def _prctl(option: int, arg: int) -> int:
     """libc's ``prctl(option, arg, 0, 0, 0)`` (-1 and errno set on failure) through the C
     ``_ctypes`` module: ``import ctypes`` costs an unsandboxed command's reaper ~15M
     instructions (~35% of its start), ``_ctypes`` ~1M (callgrind)."""
-    call = _Prctl(("prctl", _Program()))  # type: ignore[arg-type]  # (what CDLL has: _handle)
+    call = _IntCall(("prctl", _Program()))  # type: ignore[arg-type]  # (what CDLL has: _handle)
     return int(call(option, arg, 0, 0, 0))
+
+
+def detach(status_fd: int) -> None:
+    """Fork, and end the first process at once: the rest of the launcher (the reaper) runs
+    in the child, re-parented to init, so a kill of the runtime's children (Ray's, ending a
+    lost driver's node host) does not reach it and it still ends everything its command
+    started. It says its pid first on the status pipe (the runtime holds it by a pidfd,
+    ``tools.detached``). Before ``prepare``: a subreaper is not one in its children."""
+    if os.fork() != 0:
+        os._exit(0)
+    _report(status_fd, f"pid {os.getpid()}")
+
+
+def scope_signals() -> bool:
+    """Put this process (the command's shell, before its ``exec``) in a Landlock domain of
+    its own that only scopes signals (ABI 6): it and everything it starts may signal each
+    other, and not this process's parent, the reaper (nor the runtime, nor anything else
+    outside), which still signals them all (a parent domain reaches its nested ones). So a
+    command cannot SIGKILL or SIGSTOP what holds it (nor ``ptrace`` it: any domain forbids
+    that outward). Whether it was applied: not on a kernel below ABI 6, nor where
+    ``landlock_restrict_self`` needs ``no_new_privs`` first (an unprivileged user outside
+    the sandbox, which sets it: setting it here would cost the command ``sudo``)."""
+    forced = os.environ.get(ABI_VARIABLE, "").strip()
+    if forced.isdigit() and int(forced) < 6:
+        return False
+    # ``syscall`` returns a long: an fd, 0 or -1 fit an int (and ints are passed widened)
+    call = _IntCall(("syscall", _Program()))  # type: ignore[arg-type]  # (as in _prctl)
+    ruleset = int(call(SYS_LANDLOCK_CREATE_RULESET, SIGNAL_SCOPE, len(SIGNAL_SCOPE), 0))
+    if ruleset < 0:  # no Landlock, or below ABI 6 (the scope unknown: E2BIG, EINVAL)
+        return False
+    try:
+        return int(call(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)) == 0
+    finally:
+        os.close(ruleset)
 
 
 def run(
@@ -137,12 +185,14 @@ def _exec(program: str, argv: list[str], reaper: int) -> None:
     """In the child: a process group of its own, the signals as a fresh process has them,
     killed with the reaper if it is killed (``PR_SET_PDEATHSIG``: the reaper has one thread;
     Ray, ending a lost driver's node host, SIGKILLs its direct children, which the reaper is:
-    its shell would go on under init), then the command."""
+    its shell would go on under init), unable to signal the reaper (``scope_signals``),
+    then the command."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != reaper:  # killed before the line above: its end was missed
             os._exit(FAILED_EXIT)
         _lead_group(0)
+        scope_signals()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signo, signal.SIG_DFL)
@@ -296,12 +346,13 @@ def _end_as(code: int) -> int:
 
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring) and run the command."""
-    linger = False
+    linger = detached = False
     status_fd: int | None = None
     i = 0
     while i < len(argv) and argv[i] != "--":
-        if argv[i] == "--linger":
-            linger = True
+        if argv[i] in ("--linger", "--detach"):
+            linger = linger or argv[i] == "--linger"
+            detached = detached or argv[i] == "--detach"
             i += 1
         elif argv[i] == "--status-fd" and i + 1 < len(argv) and argv[i + 1].isdigit():
             status_fd = int(argv[i + 1])
@@ -314,11 +365,21 @@ def main(argv: list[str]) -> int:
         print("subagents reaper: needs --status-fd N -- CMD", file=sys.stderr)
         return FAILED_EXIT
     try:
+        if detached:
+            detach(status_fd)
         listing = prepare()
         return run(command[0], command, listing=listing, status_fd=status_fd, linger=linger)
     except OSError as exc:
         print(f"subagents reaper: {exc}", file=sys.stderr)
-        return FAILED_EXIT
+        return failed(status_fd, detached)
+
+
+def failed(status_fd: int, detached: bool) -> int:
+    """``FAILED_EXIT``, said on the status pipe too when detached (the runtime cannot
+    ``wait`` for this process: what it says is its exit code)."""
+    if detached:
+        _report(status_fd, f"exit {FAILED_EXIT}")
+    return FAILED_EXIT
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
         [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...]
-        [--status-fd N [--linger]] -- CMD ARGS...
+        [--status-fd N [--linger] [--detach]] -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -47,7 +47,8 @@ small, stable kernel ABI (``include/uapi/linux/landlock.h``).
 
 With ``--status-fd`` (every command ``ProcessGroups`` starts) the launcher does not ``exec``
 the command but runs it as its child and holds what it starts (``reaper``: made subreaper
-before Landlock, which may forbid reading ``/proc``, and run after), in this one interpreter.
+before Landlock, which may forbid reading ``/proc``, and run after), in this one interpreter;
+with ``--detach`` in a child of this process, which ends at once (``reaper.detach``).
 
 If Landlock cannot be applied, the launcher prints why and exits with ``FAILED_EXIT``: it
 never runs the command unrestricted. Deciding what to do on a kernel without Landlock (refuse,
@@ -318,20 +319,21 @@ def limit_syscalls(limits: ModuleType, *, read_only: bool, network: bool) -> Non
         limits.install_filter(libc, program)
 
 
-def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, int | None]:
-    """``argv`` without the reaper's flags (before ``--``), ``--linger`` and ``--status-fd``'s
-    number (None: run the command by ``exec``, unheld)."""
+def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, bool, int | None]:
+    """``argv`` without the reaper's flags (before ``--``), ``--linger``, ``--detach`` and
+    ``--status-fd``'s number (None: run the command by ``exec``, unheld)."""
     end = argv.index("--") if "--" in argv else len(argv)
     head, rest = argv[:end], argv[end:]
     linger = "--linger" in head
-    head = [flag for flag in head if flag != "--linger"]
+    detached = "--detach" in head
+    head = [flag for flag in head if flag not in ("--linger", "--detach")]
     status_fd = None
     if "--status-fd" in head:
         at = head.index("--status-fd")
         if at + 1 < len(head) and head[at + 1].isdigit():
             status_fd = int(head[at + 1])
             del head[at : at + 2]
-    return head + rest, linger, status_fd
+    return head + rest, linger, detached and status_fd is not None, status_fd
 
 
 def main(argv: list[str]) -> int:
@@ -346,7 +348,7 @@ def main(argv: list[str]) -> int:
     hidden: list[str] = []
     if argv == ["--probe-private-shm"]:
         return probe_private_shm()
-    argv, linger, status_fd = _reaper_flags(argv)
+    argv, linger, detached, status_fd = _reaper_flags(argv)
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag = argv[i]
@@ -376,23 +378,35 @@ def main(argv: list[str]) -> int:
     if program is None:
         print(f"subagents sandbox: command not found: {command[0]!r}", file=sys.stderr)
         return 127
+    reaper = sibling("reaper") if status_fd is not None else None
     try:
         abi = min(abi, KNOWN_ABI, kernel_abi())
         limits = sibling("sandbox_syscalls")
-        reaper = sibling("reaper") if status_fd is not None else None
-        listing = reaper.prepare() if reaper is not None else -1  # before Landlock: /proc
+        listing = _hold(reaper, status_fd, detached)  # before Landlock: /proc
         if shm:  # before Landlock, which forbids mounting
             private_shm(writable, shm_size, hidden)
         restrict(writable, network=network, abi=abi, readable=readable)
         limit_syscalls(limits, read_only=read_only, network=network)
     except (LandlockError, OSError) as exc:
         print(f"subagents sandbox: could not restrict the command: {exc}", file=sys.stderr)
+        if reaper is not None and status_fd is not None:  # detached: said, not waited for
+            return int(reaper.failed(status_fd, detached))
         return FAILED_EXIT
     if reaper is not None and status_fd is not None:  # the command as its child, held
         return int(
             reaper.run(program, command, listing=listing, status_fd=status_fd, linger=linger)
         )
     return _exec(program, command)
+
+
+def _hold(reaper: ModuleType | None, status_fd: int | None, detached: bool) -> int:
+    """Become the reaper (``reaper.detach``d first when ``detached``) and open the list of
+    its children (-1: none, or not held: no ``reaper``)."""
+    if reaper is None or status_fd is None:
+        return -1
+    if detached:
+        reaper.detach(status_fd)
+    return int(reaper.prepare())
 
 
 def _exec(program: str, command: list[str]) -> int:

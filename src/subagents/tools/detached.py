@@ -1,0 +1,118 @@
+"""A command's reaper when it is not the runtime's child: addressed by a pidfd.
+
+Why the reaper is not the runtime's child: Ray, ending a lost driver's node host, SIGKILLs the
+host's direct children. When those were the reapers, each took its shell with it
+(``PR_SET_PDEATHSIG``) but the daemons the command had started went on under init, with
+nobody left to kill them. So the launcher forks once more at its start (``reaper.detach``):
+its first process, the runtime's child, ends at once, and the reaper, re-parented to init
+(or to the nearest subreaper above the runtime), is out of reach of a kill of the runtime's
+children; the runtime's end still stops it (its lifeline, the status pipe).
+
+The runtime then knows the reaper by its pid, said first on the status pipe (``pid N``), and
+holds it by a pidfd (``os.pidfd_open``): signals go to the process itself, never to a number
+another process may have taken, and the pidfd reads as ready when it has ended. Taken only
+while the reaper is known to be alive: after the pidfd is opened, the status pipe has a
+writer still (its write end is the reaper's alone: close-on-exec, its shell's copy closed
+by ``exec``), so the pidfd names the reaper and not a process that took its pid after it.
+Its exit code is what it said (``exit N``): it is not the runtime's child, so nothing can
+``wait`` for it (init reaps it: no zombie of ours).
+
+Not detached (``DETACHES`` False): without ``pidfd_open`` (Linux before 5.3), and in a
+runtime that is PID 1 (a container's), where every orphan, the reaper included, comes back
+to the runtime, which would never reap it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import select
+import signal
+
+PID_LINE = b"pid "
+"""The first thing a detached reaper says: its pid."""
+
+
+def detaches() -> bool:
+    """Whether commands' reapers are started detached in this process (see the module)."""
+    if os.getpid() == 1 or not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return False
+    return True
+
+
+class DetachedReaper:
+    """A detached reaper's pidfd: its signals and its end. The pidfd stays open until this
+    object is dropped (never while another thread may poll or signal through it: a closed
+    fd's number may be another file's by then); polling or signalling an ended process's
+    pidfd is harmless (ready; ``ESRCH``)."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        """Its pid (for a look in /proc; the runtime never signals it by this number)."""
+        self._fd = pidfd
+        self._ended = pidfd < 0
+        self._close = os.close  # held: at the interpreter's end ``os`` may be gone first
+
+    def ended(self) -> bool:
+        """Whether it has ended (never blocks)."""
+        return self.wait(0)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait ``timeout`` seconds at most for its end; whether it ended."""
+        if not self._ended and _ready(self._fd, timeout):
+            self._ended = True
+        return self._ended
+
+    def send(self, signo: int) -> None:
+        """``signo`` to it, unless it has ended."""
+        if not self._ended:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._fd, signo)
+
+    def __del__(self) -> None:
+        if self._fd >= 0:
+            self._close(self._fd)
+            self._fd = -1
+
+
+def held(status_fd: int) -> tuple[DetachedReaper, bytes] | None:
+    """The detached reaper, which says its pid first on ``status_fd`` (read until it does,
+    or the pipe ends: it was killed first), and what it said after that line; None when it
+    never said its pid. Its first process has ended (detached) when this is called: the
+    reaper has been forked, and a live one says its pid before anything else."""
+    said = b""
+    while b"\n" not in said:
+        piece = os.read(status_fd, 256)
+        if not piece:
+            return None
+        said += piece
+    first, rest = said.split(b"\n", 1)
+    if not first.startswith(PID_LINE) or not first[len(PID_LINE) :].isdigit():
+        return None
+    pid = int(first[len(PID_LINE) :])
+    try:  # another error (EMFILE) is raised: the reaper runs on, and only its pidfd is missing
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:  # ended already
+        return DetachedReaper(pid, -1), rest
+    if _hung_up(status_fd):  # it ended: the pidfd may name another process
+        os.close(pidfd)
+        return DetachedReaper(pid, -1), rest
+    return DetachedReaper(pid, pidfd), rest
+
+
+def _ready(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` reads as ready within ``timeout_s`` (``poll``: any fd number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, math.ceil(timeout_s * 1000))))  # (never -1: for ever)
+
+
+def _hung_up(read_end: int) -> bool:
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN)
+    return any(events & select.POLLHUP for _, events in poller.poll(0))
