@@ -13,10 +13,12 @@ import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from subagents.tools import detached
 from subagents.tools.detached import held
 from subagents.tools.processes import ProcessGroups
 
@@ -28,10 +30,11 @@ from .test_sandbox import landlock
 RUNTIME = """
 import sys
 from pathlib import Path
-from subagents.tools.detached import held
+from subagents.tools.detached import allow, held
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import Sandbox
 
+allow()  # as a cluster's node host does (Ray kills its children)
 where = Path(sys.argv[1])
 sandbox = None
 if sys.argv[2] == "sandboxed":
@@ -87,6 +90,27 @@ def host_lost(where: Path, mode: str) -> None:
         for pid in pids:  # a failed run leaves nothing behind either
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(autouse=True)
+def detaching() -> Iterator[None]:
+    """Reapers detached in this process, as in a cluster's node host; as before after."""
+    was = detached._ALLOWED[0]
+    detached.allow()
+    yield
+    detached._ALLOWED[0] = was
+
+
+def test_a_reaper_stays_the_runtimes_child_unless_allowed(
+    tmp_path: Path, processes: ProcessGroups
+) -> None:
+    """Outside a node host the runtime reaps its reapers itself: where PID 1 never reaps,
+    a detached one would stay a zombie for good."""
+    detached._ALLOWED[0] = False
+    process = processes.start("exit 3", cwd=tmp_path, run_id="r1")
+    assert process.detached is None
+    assert process.reaper_pid == process.popen.pid
+    assert process.wait(WAIT) == 3
 
 
 def test_a_kill_of_the_runtimes_children_leaves_no_daemon(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ import structlog
 
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, import_ray
 from subagents.cluster.membership import NodeInfo
+from subagents.tools import detached as detached_reapers
 
 log = structlog.get_logger("subagents.cluster")
 
@@ -63,6 +64,7 @@ class NodeHost:
     ) -> None:
         ray = import_ray()
         self._ray = ray
+        detached_reapers.allow()  # Ray kills this worker's children when it ends it
         context = ray.get_runtime_context()
         self.node: str = context.get_node_id()
         self._me = context.current_actor

@@ -17,9 +17,13 @@ by ``exec``), so the pidfd names the reaper and not a process that took its pid 
 Its exit code is what it said (``exit N``): it is not the runtime's child, so nothing can
 ``wait`` for it (init reaps it: no zombie of ours).
 
-Not detached (``DETACHES`` False): without ``pidfd_open`` (Linux before 5.3), and in a
-runtime that is PID 1 (a container's), where every orphan, the reaper included, comes back
-to the runtime, which would never reap it.
+Only where something kills the runtime's children: a cluster's node host (Ray's worker)
+turns it on (``allow``). Elsewhere the reaper stays the runtime's child, which reaps it: a
+detached reaper is reaped by PID 1, and where PID 1 never reaps (a container whose PID 1 is
+``sleep infinity`` and the runtime ``docker exec``-ed into it) each command would leave a
+zombie, one pid each for good. Not detached either without ``pidfd_open`` (Linux before
+5.3), nor in a runtime that is PID 1 (a container's), where every orphan, the reaper
+included, comes back to the runtime, which would never reap it.
 """
 
 from __future__ import annotations
@@ -34,9 +38,20 @@ PID_LINE = b"pid "
 """The first thing a detached reaper says: its pid."""
 
 
+_ALLOWED = [False]
+"""Whether this process's commands' reapers may be detached (``allow``)."""
+
+
+def allow() -> None:
+    """Start this process's commands' reapers detached from now on (where ``detaches``):
+    called by a cluster's node host, whose children Ray kills when it ends a lost driver's
+    hosts (see the module)."""
+    _ALLOWED[0] = True
+
+
 def detaches() -> bool:
     """Whether commands' reapers are started detached in this process (see the module)."""
-    if os.getpid() == 1 or not hasattr(os, "pidfd_open"):
+    if not _ALLOWED[0] or os.getpid() == 1 or not hasattr(os, "pidfd_open"):
         return False
     try:
         os.close(os.pidfd_open(os.getpid()))

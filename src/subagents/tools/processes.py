@@ -11,9 +11,9 @@ leaves), which kills all of them when the shell ends (with ``background``: when 
 says so) and tells the runtime the shell's end and that all is gone (``Process.contained``).
 The runtime's death, however it dies (SIGKILL included), is a stop to every reaper too: the
 status pipe's read end is the runtime's alone, and its close is the reaper's lifeline. The
-reaper is not the runtime's child (``tools.detached``: a kill of the runtime's children, as
-Ray's of a lost node host's, must not reach it), held by a pidfd; nor may its command signal
-it (``reaper.scope_signals``).
+reaper is not the runtime's child in a cluster's node host (``tools.detached``: a kill of
+the host's children, as Ray's of a lost node host's, must not reach it), held by a pidfd;
+nor may a sandboxed command signal it (``reaper.scope_signals``).
 Where the reaper did not say so (it was killed itself; not Linux) a kill falls back to the
 group and to a mark: every command's processes carry a cookie in their environment
 (``TREE_COOKIE``, unique per command), which a new session and a fork keep, and whatever

@@ -59,6 +59,7 @@ else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M in
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
+PR_GET_NO_NEW_PRIVS = 39
 SYS_LANDLOCK_CREATE_RULESET = 444
 SYS_LANDLOCK_RESTRICT_SELF = 446
 """Landlock's syscalls (the same numbers on every architecture)."""
@@ -137,11 +138,16 @@ def scope_signals() -> bool:
     other, and not this process's parent, the reaper (nor the runtime, nor anything else
     outside), which still signals them all (a parent domain reaches its nested ones). So a
     command cannot SIGKILL or SIGSTOP what holds it (nor ``ptrace`` it: any domain forbids
-    that outward). Whether it was applied: not on a kernel below ABI 6, nor where
-    ``landlock_restrict_self`` needs ``no_new_privs`` first (an unprivileged user outside
-    the sandbox, which sets it: setting it here would cost the command ``sudo``)."""
+    that outward). Whether it was applied: only in the sandbox (``no_new_privs`` set), not
+    on a kernel below ABI 6. Not outside the sandbox: a scope there would refuse an
+    unsandboxed command what the owner chose to allow it (``kill`` of a server an earlier
+    Bash call started, ``strace -p``, ``pkill``), and such a command can undo its reaper in
+    other ways anyway (as root, ``/proc/PID/mem``); for an unprivileged user it would need
+    ``no_new_privs`` first, which costs the command ``sudo``."""
     forced = os.environ.get(ABI_VARIABLE, "").strip()
     if forced.isdigit() and int(forced) < 6:
+        return False
+    if _prctl(PR_GET_NO_NEW_PRIVS, 0) != 1:
         return False
     # ``syscall`` returns a long: an fd, 0 or -1 fit an int (and ints are passed widened)
     call = _IntCall(("syscall", _Program()))  # type: ignore[arg-type]  # (as in _prctl)
