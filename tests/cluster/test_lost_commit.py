@@ -128,31 +128,38 @@ def _head_pid(store: Any) -> int | None:
     return pid
 
 
-def _held_head(name: str, path: str, committed: str, hold: str) -> Any:
+def _held_head(name: str, path: str, committed: str, hold: str, applied: bool) -> Any:
     """A head actor (the real one, ``Head``, with ``head_actor``'s options) whose first write
-    that records a run ``completed`` is committed, then held from answering while the file
-    ``hold`` is missing (the test kills the process first); ``committed``, a file, says it
-    was. Files, not ``Gate``s: the test's modules are not importable in the head's worker.
-    Ray starts it again as it is (``committed`` exists then: nothing more is held)."""
+    that records a run ``completed`` is held while the file ``hold`` is missing (the test
+    kills the process first): after it is committed (``applied``), or before. ``committed``,
+    a file, says it got there. Files, not ``Gate``s: the test's modules are not importable
+    in the head's worker. Ray starts it again as it is (``committed`` exists then: nothing
+    more is held)."""
     import ray
 
     from subagents.cluster.connect import NAMESPACE
     from subagents.cluster.head import HEAD_RESOURCE, Head
 
+    def held() -> None:
+        open(committed, "w").close()
+        until = time.monotonic() + WAIT_S
+        while not os.path.exists(hold) and time.monotonic() < until:
+            time.sleep(0.01)
+
     class AnswerHeld(Head):
         def write(self, calls: Any) -> None:
-            super().write(calls)
             ends = [
                 c
                 for c in calls
                 for a in c.args
                 if getattr(a, "status", None) is RunStatus.COMPLETED and hasattr(a, "agent")
             ]
-            if ends and not os.path.exists(committed):
-                open(committed, "w").close()
-                until = time.monotonic() + WAIT_S
-                while not os.path.exists(hold) and time.monotonic() < until:
-                    time.sleep(0.01)
+            now = bool(ends) and not os.path.exists(committed)
+            if now and not applied:
+                held()
+            super().write(calls)
+            if now and applied:
+                held()
 
     return (
         ray.remote(AnswerHeld)
@@ -169,19 +176,17 @@ def _held_head(name: str, path: str, committed: str, hold: str) -> Any:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a write of unknown fate: the roots whose end was in it are told failed at once,"
-    " though the store may keep them ended (docs/cluster.md, 'A commit lost with the head')",
-)
-def test_a_roots_end_committed_by_a_head_killed_before_it_answered_is_told_as_recorded(
-    ray_cluster: Any, tmp_path: Any
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not applied"])
+def test_a_roots_end_in_a_write_lost_with_the_head_is_told_as_the_store_keeps_it(
+    ray_cluster: Any, tmp_path: Any, applied: bool
 ) -> None:
-    """The other half: the head commits a root's end, then dies before answering. The driver
-    cannot tell this from a write lost before its commit ("may or may not have been
-    committed"). What the store keeps and what the root's caller is told must agree: they do
-    not (strict xfail). Each run is still recorded once, and a later ``attach`` is told what
-    the store keeps."""
+    """The head gets a root's end, commits it (or not), then dies before answering. The
+    driver cannot tell the two apart ("may or may not have been committed"). What the store
+    keeps and what the root's caller is told agree: its caller is told once the store
+    answers again, what it keeps: completed, or failed as the recovery records it then.
+    Before, it was told at once that it failed and "its end is not recorded yet ... a
+    restore runs it again", while the store kept it completed and a later ``attach`` said
+    so. Each run is recorded once."""
     import ray
 
     from subagents.cluster.remote_store import ClusterStore
@@ -194,7 +199,8 @@ def test_a_roots_end_committed_by_a_head_killed_before_it_answered_is_told_as_re
         return f"ender:{ctx.task}"
 
     name = f"test-lc-{tmp_path.name}"[:60]
-    actor = _held_head(name, str(tmp_path / "runs.sqlite3"), str(committed), str(hold))
+    path = str(tmp_path / "runs.sqlite3")
+    actor = _held_head(name, path, str(committed), str(hold), applied)
     store = ClusterStore(actor, name=name)
     try:
         head_pid = _head_pid(store)
@@ -206,7 +212,7 @@ def test_a_roots_end_committed_by_a_head_killed_before_it_answered_is_told_as_re
             handle = rt.spawn("ender", "t")
             go.set()
             try:
-                wait_until(committed.exists, "the root's end committed by the head")
+                wait_until(committed.exists, "the root's end held by the head")
             finally:
                 os.kill(head_pid, signal.SIGKILL)
             outcome = handle.result(WAIT_S)
@@ -221,9 +227,13 @@ def test_a_roots_end_committed_by_a_head_killed_before_it_answered_is_told_as_re
         store.close()
         ray.kill(actor)
     assert again.status is RunStatus.COMPLETED
-    assert record is not None and record.status is RunStatus.COMPLETED  # (the write landed)
-    assert ends == ["completed"]  # recorded once: the recovery did not end it again
-    assert attached.status is RunStatus.COMPLETED  # what a later look is told
-    # The hole: its caller was told it failed, "its end is not recorded yet ... a restore
-    # runs it again", while the store keeps it completed (seen: FAILED told, COMPLETED kept).
-    assert outcome.status is record.status, outcome.error
+    kept = RunStatus.COMPLETED if applied else RunStatus.FAILED  # (the recovery's record)
+    assert record is not None and record.status is kept and record.outcome is not None
+    assert ends == [kept.value]  # recorded once: the recovery did not end it again
+    assert outcome.status is kept, outcome.error  # told what is kept
+    assert attached.status is kept  # and a later look is told the same
+    if applied:
+        assert outcome.result == record.outcome.result == "ender:t"
+    else:
+        assert outcome.error is not None and "was lost during" in outcome.error
+        assert "not recorded" not in outcome.error and "may or may not be" not in outcome.error
