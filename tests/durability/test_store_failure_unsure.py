@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from subagents import FunctionAgent, Runtime, SQLiteStore, UnsureWrite
+from subagents import FunctionAgent, Runtime, SQLiteStore, StoreError, UnsureWrite
+from subagents.actors import outage
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Outcome, RunStatus
 
@@ -80,4 +81,49 @@ def test_a_roots_end_in_a_write_of_unknown_fate_is_told_as_the_store_keeps_it(
     else:
         assert outcome.error is not None and "lost before it answered" in outcome.error
         assert "not recorded" not in outcome.error  # told once it was recorded
+    store.close()
+
+
+class GoneAfterLosingAnAnswer(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is lost before it answers (not committed),
+    and every batch after it fails until ``gone`` is cleared: a store that does not come back."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.gone = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and not self.gone:
+            self.gone = True
+            raise UnsureWrite("the store was lost before it answered")
+        super().save_outcome(outcome, delivered)
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        if self.gone:
+            raise StoreError("the store is gone")
+        with super().fenced_batch(owner, epoch):
+            yield
+
+
+def test_a_caller_held_for_a_write_of_unknown_fate_is_told_when_the_store_stays_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store never answers again and nothing closes the runtime: the caller is not held
+    for ever (``UNSURE_HOLD_S``, made 0 here: the first recovery that fails tells it), but
+    told that the end may or may not be recorded. Without the bound it waited until the
+    close (here: ``result`` timed out)."""
+    monkeypatch.setattr(outage, "UNSURE_HOLD_S", 0.0)
+    store = GoneAfterLosingAnAnswer(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=20.0)
+        store.gone = False  # back: the close records it
+    assert outcome.status is RunStatus.FAILED, outcome
+    assert outcome.error is not None and "may or may not be recorded" in outcome.error
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.FAILED
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["failed"]
     store.close()

@@ -21,7 +21,9 @@ inspecting still work.
 A write of unknown fate (``UnsureWrite``: the cluster's store lost before it answered) may
 have been committed: a root whose end was in it is not told at once that it failed, as if
 its end were lost, but once the store says what it keeps (``recover``: its stored outcome,
-or failed as recorded then), or at the close if the store never answers again (``unsure``).
+or failed as recorded then), or at the close if the store never answers again (``unsure``),
+or once a recovery fails ``UNSURE_HOLD_S`` after the loss: a store gone for good (its head
+never started again) does not leave a caller without a timeout waiting for ever.
 
 A runtime closed while its store still fails cannot record the runs it held: the store
 keeps them unfinished, and a restore (the next runtime's default) runs them again, though
@@ -34,6 +36,7 @@ a store that takes writes again by then records them failed, as their callers we
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -74,6 +77,11 @@ UNSURE = (
 """What the caller of a root whose end was in a write of unknown fate is told of it when the
 runtime closes before the store could be read."""
 
+UNSURE_HOLD_S = 60.0
+"""Longest a root's caller waits for the store to say what it kept of the root's end (a
+write of unknown fate): past it, the next recovery that fails tells it ``UNSURE``. (About
+the cluster store's own wait for one answer: Ray starts a lost head again in seconds.)"""
+
 
 class ClosedUnrecorded(StoreError):
     """The close's ``StopAll`` while the store still fails: the runs it leaves unfinished in
@@ -112,7 +120,10 @@ class Outage:
         self.unsure: tuple[str, ...] = ()
         """Roots whose end was in a write of unknown fate (``UnsureWrite``), their callers
         not told yet: told what the store keeps once it answers (``recover``), or at the
-        close (``refuse_ask``), or that the lease is lost (``_lost_lease``)."""
+        close (``refuse_ask``), or that the lease is lost (``_lost_lease``), or at the first
+        failed recovery ``UNSURE_HOLD_S`` after the loss."""
+        self._unsure_until = 0.0
+        """When ``unsure``'s callers stop waiting for the store (``UNSURE_HOLD_S``)."""
         self._owed: Decision | None = None
         """A recovery decided but not written (its write failed: the store still fails, or
         failed again): the core forgot its runs as it decided, so the next attempt writes
@@ -148,6 +159,7 @@ class Outage:
         # a write that may have been committed: its roots' ends are told as the store keeps
         # them, once it can be read (told failed now, one kept ended told two things)
         self.unsure = tuple(ended) if isinstance(exc, UnsureWrite) and not self.for_good else ()
+        self._unsure_until = time.monotonic() + UNSURE_HOLD_S
         for run_id in dict.fromkeys([*ended, *roots]):
             if run_id in self.unsure:
                 continue
@@ -188,6 +200,8 @@ class Outage:
             return None
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
+            if self.unsure and time.monotonic() >= self._unsure_until:  # waited long enough
+                self._tell_unsure(failure, read=False)
             return None
         except Exception:  # a bug in a write: rolled back, nothing told (see above)
             log.exception("the run store's recovery could not be written: tried again later")
