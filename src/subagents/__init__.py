@@ -103,6 +103,7 @@ _EXPORTS = {
     "DamagedRow": "subagents.store.base",
     "Fenced": "subagents.store.base",
     "StoreBusy": "subagents.store.base",
+    "UnsureWrite": "subagents.store.base",
     "MailRecording": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
@@ -211,6 +212,7 @@ __all__ = [
     "TreeNode",
     "TreeUsage",
     "Turn",
+    "UnsureWrite",
     "Usage",
     "Workspace",
     "answer_approval",
@@ -286,6 +288,7 @@ if TYPE_CHECKING:
         RunStore,
         StoreBusy,
         StoreError,
+        UnsureWrite,
     )
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore

@@ -489,6 +489,8 @@ async def lead_of_lenders(ctx: AgentContext) -> str:
 LIMITS = {
     "global": Limits(max_concurrency=2),
     "per agent": Limits(per_agent=2),
+    "per tier": Limits(per_tier={1: 2}),  # (the lenders are of tier 1, the lead of none)
+    "per parent": Limits(max_children=2),  # (the lenders are the lead's children)
 }
 
 
@@ -498,6 +500,8 @@ LIMITS = {
         ("host killed", "global"),
         ("host frozen", "global"),
         ("host killed", "per agent"),
+        ("host killed", "per tier"),
+        ("host killed", "per parent"),
     ],
 )
 def test_runs_parked_on_a_lost_host_start_again_within_the_limit(
@@ -538,7 +542,7 @@ def test_runs_parked_on_a_lost_host_start_again_within_the_limit(
 
     agents = [
         FunctionAgent.create("lead", lead_of_lenders, metadata=ON_HEAD),
-        FunctionAgent.create("lender", lender, metadata=ON_WORKER),
+        FunctionAgent.create("lender", lender, metadata=ON_WORKER, tier=1),
     ]
     observed = Observed()
     events = observed.events

@@ -32,6 +32,7 @@ import msgspec
 import pytest
 
 from gates import Gate
+from pgserver import stop_outside_a_transaction
 from polling import wait_until
 from raycluster import WORKER, LocalCluster
 from subagents import Runtime, ScriptedModel, SQLiteStore
@@ -63,9 +64,10 @@ class Driver:
         gates = tmp / "gates.pickle"
         gates.write_bytes(pickle.dumps((self.entered, self.release)))
         path = os.pathsep.join([str(SRC), str(TESTS), os.environ.get("PYTHONPATH", "")])
+        self.db = tmp / "runs.db"
         self.proc = subprocess.Popen(
             [
-                *(sys.executable, str(JOB), cluster.address, str(tmp / "runs.db")),
+                *(sys.executable, str(JOB), cluster.address, str(self.db)),
                 *(str(tmp / "work"), str(gates), msgspec.json.encode(script).decode()),
             ],
             stdout=subprocess.PIPE,
@@ -80,7 +82,10 @@ class Driver:
             raise AssertionError(f"the driver did not start: {self.proc.communicate()[1]}")
 
     def stall(self) -> None:
-        os.kill(self.proc.pid, signal.SIGSTOP)
+        """Stopped between its writes: stopped inside one (a lease renewal, a commit) it held
+        the file's write lock, and the taker's writes failed past their busy timeout
+        (``StoreBusy``: seen in 2 of 4 runs under load, session 24)."""
+        stop_outside_a_transaction(self.db, self.proc.pid)
 
     def wake_and_end(self) -> tuple[list[Any], str]:
         """Woken; its last line (the run's outcome as it saw it) and its log, once it ended."""

@@ -3,10 +3,17 @@ store (or a PostgreSQL one: DB a postgresql:// URL) with a short lease. The test
 process (SIGSTOP) past its lease, has another runtime take the runs over and finish them,
 then lets it go on (SIGCONT).
 
-Each run, once past the gate, touches GATE.PID.TASK. Usage: fence_job.py DB GATE N [LEASE_S]
-(the lease, 1 s unless given; test_lease_clock's host renews it while it waits). Prints
-"ready" once its N runs have started, then each run's outcome (status, error) as one JSON
-line once they have all ended here.
+Each run, once past the gate, touches GATE.PID.TASK. Usage: fence_job.py DB GATE N [LEASE_S
+[HOLD]] (the lease, 1 s unless given; test_lease_clock's host renews it while it waits).
+Prints "ready" once its N runs have started, then each run's outcome (status, error) as one
+JSON line once they have all ended here.
+
+HOLD, a file: while it exists, the answer of each of the lease keeper's renewals is held
+from the keeper until this host's runs have all ended. A keeper thread that wakes after the
+others (descheduled, swapped out) hears nothing until then, so that only the fence in the
+supervisor's write transactions (``store.fencing``) can keep their ends out of the store.
+The answer is held, not the renewal: one under way when the test stopped the process comes
+back held too.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import msgspec
 from subagents import FunctionAgent, Runtime, ScriptedModel, SQLiteStore
 from subagents.behaviour.function import AgentContext
 from subagents.logs import configure
+from subagents.messages import Lease
 from subagents.store.base import RunStore
 from subagents.store.opening import open_location
 
@@ -43,7 +51,22 @@ def gated_agent(gate: Path) -> FunctionAgent:
     return FunctionAgent.create("gated", gated)
 
 
-def main(db: str, gate: str, n: int, lease_s: float = 1.0) -> None:
+def held_renewals(store: RunStore, hold: Path, released: threading.Event) -> None:
+    """``store``'s lease renewals answer their keeper only once ``released`` is set, while
+    ``hold`` exists (see the module docstring)."""
+    renew = store.renew_lease
+
+    def renew_held(lease: Lease) -> bool:
+        held = renew(lease)
+        until = time.monotonic() + HANG_GUARD_S
+        while hold.exists() and not released.wait(0.005) and time.monotonic() < until:
+            pass
+        return held
+
+    store.renew_lease = renew_held  # type: ignore[method-assign]
+
+
+def main(db: str, gate: str, n: int, lease_s: float = 1.0, hold: str | None = None) -> None:
     configure(level="warning", stream=sys.stderr)
     faulthandler.register(signal.SIGUSR1)  # a hang shows its threads
     started: set[str] = set()
@@ -60,15 +83,21 @@ def main(db: str, gate: str, n: int, lease_s: float = 1.0) -> None:
         if db.startswith("postgresql://")
         else SQLiteStore(db, busy_timeout=HANG_GUARD_S)
     )
+    released = threading.Event()
+    if hold is not None:
+        held_renewals(store, Path(hold), released)
     rt = Runtime([gated_agent(Path(gate))], model=ScriptedModel(), store=store, lease_s=lease_s)
     rt.subscribe(on_event)
     handles = [rt.spawn("gated", f"t{i}") for i in range(n)]
     assert all_started.wait(HANG_GUARD_S), "the runs never started"
     print("ready", flush=True)
     outcomes = [h.result(timeout=HANG_GUARD_S) for h in handles]
+    released.set()
     rt.close()
     print(msgspec.json.encode([(str(o.status), o.error) for o in outcomes]).decode(), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *map(float, sys.argv[4:5]))
+    args = sys.argv[1:]
+    lease = float(args[3]) if len(args) > 3 else 1.0
+    main(args[0], args[1], int(args[2]), lease, args[4] if len(args) > 4 else None)

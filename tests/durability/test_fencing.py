@@ -4,7 +4,12 @@ The real thing first: a runtime process is stopped (SIGSTOP) longer than its lea
 runtime takes its runs up and finishes them, then the first is let go on (SIGCONT). Its
 agents finish their work and report, its lease keeper renews: every write it tries is
 refused inside the write's transaction (the lease, owner and epoch, is checked there), so
-each run ends exactly once, under its new owner, and no record goes back to running. Then
+each run ends exactly once, under its new owner, and no record goes back to running. Twice:
+with the woken host's lease keeper held from hearing its renewal's answer (a thread
+descheduled), so that the fence alone stops the host, every time (without it the test
+failed 2 runs in 8: the keeper, renewing at once on waking, was refused and halted the
+supervisor before its writes reached the fence); and with the keeper renewing at once,
+whichever of the two notices first. Then
 the same without a race: a runtime whose lease is released under it (what a takeover does)
 while its keeper is far from its next renewal still records nothing of its run's end. Both
 on a SQLite file and on a PostgreSQL database (its fence: a row lock on the lease).
@@ -79,10 +84,11 @@ def _writes_held(where: str) -> Iterator[None]:
         lock.close()
 
 
-def _start_host(db: str, gate: Path) -> subprocess.Popen[str]:
+def _start_host(db: str, gate: Path, hold: Path) -> subprocess.Popen[str]:
+    """The host (fence_job.py): its lease keeper's renewals held while ``hold`` exists."""
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     host = subprocess.Popen(
-        [sys.executable, str(JOB), db, str(gate), str(RUNS)],
+        [sys.executable, str(JOB), db, str(gate), str(RUNS), "1", str(hold)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -96,11 +102,16 @@ def _start_host(db: str, gate: Path) -> subprocess.Popen[str]:
     return host
 
 
+@pytest.mark.parametrize("keeper", ["held", "renewing"])
 def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
-    tmp_path: Path, where: str
+    tmp_path: Path, where: str, keeper: str
 ) -> None:
-    db, gate = where, tmp_path / "gate"
-    host = _start_host(db, gate)
+    """``held``: the woken host's lease keeper hears no answer to its renewals until the
+    host's runs have ended there, so nothing but the fence stands between their ends and the
+    store. ``renewing``: it renews at once on waking, and is refused; the store's write lock
+    is held until the runs have got past their gate, so that their ends are on their way."""
+    db, gate, hold = where, tmp_path / "gate", tmp_path / "hold"
+    host = _start_host(db, gate, hold)
     store = _open(db)
     try:
         runs = store.list_runs()
@@ -113,6 +124,8 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
             lambda: all(Liveness(store.leases()).orphaned(r) for r in store.list_runs()),
             "the stopped host's lease lapsing",
         )
+        if keeper == "held":
+            hold.touch()  # (the host is stopped: no answer reaches its keeper after it wakes)
         gate.touch()  # the work may end now: the taker's, and the stopped host's once woken
         with Runtime(
             [gated_agent(gate)], model=ScriptedModel(), store=_open(db), lease_s=30
@@ -121,11 +134,10 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
             for r in runs:
                 assert taker.attach(r.run_id).result(timeout=120).status is RunStatus.COMPLETED
             second_owner = taker.owner
-            # The first host wakes while the taker lives. The store's write lock is held until
-            # its runs have got past the gate, so that their ends reach its supervisor before
-            # its lease keeper can renew (and learn of the takeover): what the fence must stop
-            # is the supervisor's own write of those ends.
-            with _writes_held(db):
+            # The first host wakes while the taker lives. Renewing, its keeper would learn of
+            # the takeover at once: the store's write lock is held until its runs have got
+            # past the gate, so that their ends are on their way to its supervisor by then.
+            with _writes_held(db) if keeper == "renewing" else contextlib.nullcontext():
                 os.kill(host.pid, signal.SIGCONT)
                 wait_until(
                     lambda: len(list(tmp_path.glob(f"gate.{host.pid}.*"))) == RUNS,
@@ -149,6 +161,8 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
     told = msgspec.json.decode(out.strip().splitlines()[-1])
     assert [status for status, _error in told] == ["failed"] * RUNS
     assert all("lost its lease" in error for _status, error in told)
+    if keeper == "held":  # the fence said it: the keeper heard nothing yet
+        assert all("fenced: the lease of" in error for _status, error in told), told
     said = [line for line in err.splitlines() if "lost its lease" in line]
     assert len(said) == 1, err  # the fenced host says so in one log line
     store.close()

@@ -18,6 +18,13 @@ handling messages is another. The actor composes an ``Outage`` and asks it.
 While it lasts, an ask is answered with the failure (``refuse_ask``), but closing and
 inspecting still work.
 
+A write of unknown fate (``UnsureWrite``: the cluster's store lost before it answered) may
+have been committed: a root whose end was in it is not told at once that it failed, as if
+its end were lost, but once the store says what it keeps (``recover``: its stored outcome,
+or failed as recorded then), or at the close if the store never answers again (``unsure``),
+or once a recovery fails ``UNSURE_HOLD_S`` after the loss: a store gone for good (its head
+never started again) does not leave a caller without a timeout waiting for ever.
+
 A runtime closed while its store still fails cannot record the runs it held: the store
 keeps them unfinished, and a restore (the next runtime's default) runs them again, though
 their callers were told they failed. What nothing can write cannot be prevented; so it is
@@ -29,6 +36,7 @@ a store that takes writes again by then records them failed, as their callers we
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -43,7 +51,7 @@ from subagents.messages import (
     ToOutside,
     TreeRecords,
 )
-from subagents.store.base import Fenced, RunStore, StoreError
+from subagents.store.base import Fenced, RunStore, StoreError, UnsureWrite
 from subagents.store.snapshot import UNFINISHED
 from subagents.store.writes import write_all
 from subagents.supervision.core import SupervisorCore
@@ -61,6 +69,18 @@ UNRECORDED = (
 )
 """What a caller told of a store failure is told of its run besides (not for a lost lease:
 the process that took the runs over runs them, by design)."""
+
+UNSURE = (
+    " (the run was stopped; the store was lost while its end was being recorded: it may or"
+    " may not be recorded)"
+)
+"""What the caller of a root whose end was in a write of unknown fate is told of it when the
+runtime closes before the store could be read."""
+
+UNSURE_HOLD_S = 60.0
+"""Longest a root's caller waits for the store to say what it kept of the root's end (a
+write of unknown fate): past it, the next recovery that fails tells it ``UNSURE``. (About
+the cluster store's own wait for one answer: Ray starts a lost head again in seconds.)"""
 
 
 class ClosedUnrecorded(StoreError):
@@ -97,6 +117,13 @@ class Outage:
         whose admission was in the write that failed; the roots whose end was in it)."""
         self.read = False
         """``unrecorded`` is what the store said (not memory's guess): none there is none."""
+        self.unsure: tuple[str, ...] = ()
+        """Roots whose end was in a write of unknown fate (``UnsureWrite``), their callers
+        not told yet: told what the store keeps once it answers (``recover``), or at the
+        close (``refuse_ask``), or that the lease is lost (``_lost_lease``), or at the first
+        failed recovery ``UNSURE_HOLD_S`` after the loss."""
+        self._unsure_until = 0.0
+        """When ``unsure``'s callers stop waiting for the store (``UNSURE_HOLD_S``)."""
         self._owed: Decision | None = None
         """A recovery decided but not written (its write failed: the store still fails, or
         failed again): the core forgot its runs as it decided, so the next attempt writes
@@ -129,7 +156,13 @@ class Outage:
         self.read = False  # (memory's guess: a run whose end was lost may not be in it)
         roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
         told = self.failure if self.for_good else self.failure + UNRECORDED
+        # a write that may have been committed: its roots' ends are told as the store keeps
+        # them, once it can be read (told failed now, one kept ended told two things)
+        self.unsure = tuple(ended) if isinstance(exc, UnsureWrite) and not self.for_good else ()
+        self._unsure_until = time.monotonic() + UNSURE_HOLD_S
         for run_id in dict.fromkeys([*ended, *roots]):
+            if run_id in self.unsure:
+                continue
             outcome = Outcome(
                 run_id=run_id, status=RunStatus.FAILED, error_kind="store", error=told
             )
@@ -167,14 +200,39 @@ class Outage:
             return None
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
+            if self.unsure and time.monotonic() >= self._unsure_until:  # waited long enough
+                self._tell_unsure(failure, read=False)
             return None
         except Exception:  # a bug in a write: rolled back, nothing told (see above)
             log.exception("the run store's recovery could not be written: tried again later")
             return None
         self._owed = None
         self.failure, self.unrecorded = None, ()
+        self._tell_unsure(failure, recorded=decision.reply)
         log.warning("the run store takes writes again: going on", ended=len(decision.reply))
         return decision
+
+    def _tell_unsure(self, failure: str, recorded: Iterable[str] = (), read: bool = True) -> None:
+        """The callers of ``unsure`` told, once: what the store keeps of each root (``read``;
+        ``recorded``: those just recorded failed with ``failure``), else that it failed with
+        ``failure`` and may or may not be recorded."""
+        unsure, self.unsure = self.unsure, ()
+        failed = set(recorded)
+        for run_id in unsure:
+            outcome = None
+            if read and run_id not in failed:
+                try:
+                    record = self.store.get_run(run_id)
+                except StoreError:
+                    record = None
+                if record is not None and record.status not in UNFINISHED:
+                    outcome = record.outcome
+            if outcome is None:
+                error = failure if read and run_id in failed else failure + UNSURE
+                outcome = Outcome(
+                    run_id=run_id, status=RunStatus.FAILED, error_kind="store", error=error
+                )
+            self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
 
     def _lost_lease(self, exc: Exception) -> None:
         """The lease is found lost while the store failed (the recovery's write fenced, or
@@ -188,6 +246,7 @@ class Outage:
         self.for_good = True
         self.failure = f"{LOST_LEASE}: {exc}"
         log.error(f"{LOST_LEASE}: every run is stopped, nothing more is written", error=str(exc))
+        self._tell_unsure(self.failure, read=False)  # (what the taker does is its own)
 
     def _left(self) -> None:
         """The close of a runtime that lost its lease: the runs of it that no process took
@@ -209,6 +268,7 @@ class Outage:
         closing (nothing admitted after it) and inspecting still work."""
         if isinstance(message, StopAll):  # the close: its runs were stopped as it failed
             self.core.closing()  # and none is admitted after it, once the store works again
+            self._tell_unsure(self.failure or "the run store failed", read=False)
             if self.for_good:  # their taker runs them (those nobody took: said, ``_left``)
                 self._left()
                 return ()

@@ -30,7 +30,9 @@ the two loses the claimed commands' effects (not the store's consistency), a nar
 than a local file's.
 
 Every failure is a ``StoreError``: the store's own (re-raised as it was on the head: a
-``ValueError`` for a bad argument stays one), or the store being unreachable.
+``ValueError`` for a bad argument stays one), or the store being unreachable; an
+``UnsureWrite`` when it was lost (or silent) with the call on its way: a write may or may
+not have been committed (``actors.outage`` reads the store before telling what it decided).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
+from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError, UnsureWrite
 
 CALL_TIMEOUT_S = 60.0
 """Longest wait for one answer of the store: past it the head is taken as unreachable."""
@@ -135,12 +137,12 @@ class ClusterStore(RunStore):
                 raise cause from None
             raise StoreError(f"the cluster's store failed {doing}: {exc}") from exc
         except ray.exceptions.GetTimeoutError as exc:
-            raise StoreError(
+            raise UnsureWrite(
                 f"the cluster's store {self.name!r} did not answer {doing} within"
                 f" {CALL_TIMEOUT_S:g} s"
             ) from exc
         except ray.exceptions.RayActorError as exc:
-            raise StoreError(
+            raise UnsureWrite(
                 f"the cluster's store {self.name!r} was lost during {doing} (a write may or may"
                 f" not have been committed): {exc}"
             ) from exc

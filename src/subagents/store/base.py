@@ -48,6 +48,13 @@ class StoreError(Exception):
     """The store cannot do what was asked (corrupt file, newer schema, full disk...)."""
 
 
+class UnsureWrite(StoreError):
+    """A call whose fate is not known: the store was lost before it answered (the cluster's
+    store actor died, or did not answer in time), so a write in it may or may not have been
+    committed. Who decided something in it must read the store before saying what it did
+    (``actors.outage``: a root's end in such a write is told as the store keeps it)."""
+
+
 class DamagedRow(StoreError):
     """A row that is there but does not read as its record (hand-edited, written by a
     tool that knows nothing of its schema): that row is at fault, not the store, which

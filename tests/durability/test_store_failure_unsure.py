@@ -1,0 +1,129 @@
+"""A root's end in a write whose fate is not known (``UnsureWrite``): its caller is told what
+the store keeps, once the store answers again.
+
+On a cluster the store is a process; lost before it answered, the write may or may not have
+been committed (tests/cluster/test_lost_commit.py does it with the head's process killed).
+Here, on one machine and without Ray, a real SQLite store that commits the batch holding the
+root's end and then says it was lost (``applied``), or says so before committing it. Told at
+once that the run failed and "its end is not recorded yet", the caller heard the opposite of
+what the store kept when the write had been committed; now the caller waits for the store:
+completed (the end that was committed), or failed as the recovery records it then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from subagents import FunctionAgent, Runtime, SQLiteStore, StoreError, UnsureWrite
+from subagents.actors import outage
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Outcome, RunStatus
+
+WAIT = 60.0
+TERMINAL = {"completed", "failed", "cancelled", "timed_out", "budget_exceeded"}
+
+
+class LosesAnAnswer(SQLiteStore):
+    """Its first batch that saves the outcome ``task`` is lost before it answers: committed
+    (``applied``), or not."""
+
+    def __init__(self, path: Path, task: str, applied: bool) -> None:
+        super().__init__(path)
+        self.task, self.applied = task, applied
+        self.armed = False
+        self.lost = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and not self.lost:
+            self.lost = True
+            if not self.applied:  # (inside the batch: it is rolled back)
+                raise UnsureWrite("the store was lost before it answered")
+            self.armed = True
+        super().save_outcome(outcome, delivered)
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        with super().fenced_batch(owner, epoch):
+            yield
+        if self.armed:  # committed, then the answer lost
+            self.armed = False
+            raise UnsureWrite("the store was lost before it answered")
+
+
+def _echo(ctx: AgentContext) -> str:
+    return ctx.task
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not applied"])
+def test_a_roots_end_in_a_write_of_unknown_fate_is_told_as_the_store_keeps_it(
+    tmp_path: Path, applied: bool
+) -> None:
+    store = LosesAnAnswer(tmp_path / "runs.db", "lost", applied)
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=WAIT)
+        again = rt.run("echo", "again", timeout=WAIT)  # the runtime goes on
+        attached = rt.attach(handle.run_id).result(timeout=WAIT)
+    assert store.lost
+    record = store.get_run(handle.run_id)
+    kept = RunStatus.COMPLETED if applied else RunStatus.FAILED
+    assert record is not None and record.status is kept
+    assert outcome.status is kept and attached.status is kept, outcome
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == [kept.value]  # recorded once
+    assert again.status is RunStatus.COMPLETED
+    if applied:
+        assert outcome.result == "lost"
+    else:
+        assert outcome.error is not None and "lost before it answered" in outcome.error
+        assert "not recorded" not in outcome.error  # told once it was recorded
+    store.close()
+
+
+class GoneAfterLosingAnAnswer(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is lost before it answers (not committed),
+    and every batch after it fails until ``gone`` is cleared: a store that does not come back."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.gone = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and not self.gone:
+            self.gone = True
+            raise UnsureWrite("the store was lost before it answered")
+        super().save_outcome(outcome, delivered)
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        if self.gone:
+            raise StoreError("the store is gone")
+        with super().fenced_batch(owner, epoch):
+            yield
+
+
+def test_a_caller_held_for_a_write_of_unknown_fate_is_told_when_the_store_stays_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store never answers again and nothing closes the runtime: the caller is not held
+    for ever (``UNSURE_HOLD_S``, made 0 here: the first recovery that fails tells it), but
+    told that the end may or may not be recorded. Without the bound it waited until the
+    close (here: ``result`` timed out)."""
+    monkeypatch.setattr(outage, "UNSURE_HOLD_S", 0.0)
+    store = GoneAfterLosingAnAnswer(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=20.0)
+        store.gone = False  # back: the close records it
+    assert outcome.status is RunStatus.FAILED, outcome
+    assert outcome.error is not None and "may or may not be recorded" in outcome.error
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.FAILED
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["failed"]
+    store.close()
