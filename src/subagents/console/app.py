@@ -35,7 +35,7 @@ from subagents.console.hub import ENDED, Batch, Ended, Hub, Inbox
 from subagents.console.index import BadFilter, Page, RunFilter
 from subagents.console.limits import ERROR_CHARS, Limits, clipped
 from subagents.console.run_page import run_page
-from subagents.store.base import StoreError
+from subagents.store.base import DamagedRow, StoreError
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -223,7 +223,7 @@ class Console:
         except CliError as exc:
             return _error(str(exc), 404)
         except StoreError as exc:
-            return _error(str(exc), 503)
+            return _store_failed(exc)
 
     async def stream(self, request: Request) -> Response:
         try:
@@ -297,7 +297,7 @@ class Console:
         except actions.ActionError as exc:
             return _error(str(exc), exc.status)
         except StoreError as exc:
-            return _error(str(exc), 503)
+            return _store_failed(exc)
         log.info("console action", action=action, run_id=run_id, result=posted.run_id)
         return _json(posted)
 
@@ -310,7 +310,7 @@ class Console:
         except actions.ActionError as exc:
             return _error(str(exc), exc.status)
         except StoreError as exc:
-            return _error(str(exc), 503)
+            return _store_failed(exc)
 
     async def answer(self, request: Request) -> Response:
         approval_id, verdict = request.path_params["approval_id"], request.path_params["answer"]
@@ -328,7 +328,7 @@ class Console:
         except actions.ActionError as exc:
             return _error(str(exc), exc.status)
         except StoreError as exc:
-            return _error(str(exc), 503)
+            return _store_failed(exc)
         log.info("console answer", approval_id=approval_id, answer=answered.status)
         return _json(answered)
 
@@ -385,6 +385,11 @@ async def _json_body(request: Request, timeout_s: float) -> dict[str, Any] | Res
 
 def _json(value: Any, status: int = 200) -> Response:
     return Response(msgspec.json.encode(value), status, media_type="application/json")
+
+
+def _store_failed(exc: StoreError) -> Response:
+    """409 for a damaged row (it is at fault, and asking again will not mend it), else 503."""
+    return _error(str(exc), 409 if isinstance(exc, DamagedRow) else 503)
 
 
 def _error(message: str, status: int) -> Response:
