@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -50,15 +49,21 @@ async def lead(ctx: AgentContext) -> str:
     return f"lead:{child.result}"
 
 
-def _committing(thread_id: int) -> bool:
-    """Whether the thread ``thread_id`` is inside a supervisor's group commit, waiting on
-    the cluster store's answer (``remote_store``'s call, under ``_commit_group``)."""
-    frame = sys._current_frames().get(thread_id)
-    names = []
-    while frame is not None:
-        names.append((os.path.basename(frame.f_code.co_filename), frame.f_code.co_name))
-        frame = frame.f_back
-    return ("remote_store.py", "_get") in names and ("supervisor.py", "_commit_group") in names
+def _committing() -> bool:
+    """Whether a thread of this process is inside a batch's commit to the cluster store,
+    waiting on its answer (``remote_store``'s ``_get`` under its ``_batch``). Any thread's,
+    not only the supervisor's ``_commit_group``: CI saw that wait time out after 120 s
+    while the driver's batch was in flight to the stopped head for 60 s (its store
+    failure logged "did not answer a batch within 60 s"), committed by a path the
+    supervisor-only look did not name."""
+    for frame in sys._current_frames().values():
+        names = set()
+        while frame is not None:
+            names.add((os.path.basename(frame.f_code.co_filename), frame.f_code.co_name))
+            frame = frame.f_back
+        if {("remote_store.py", "_get"), ("remote_store.py", "_batch")} <= names:
+            return True
+    return False
 
 
 def test_a_commit_lost_with_the_heads_process_stops_the_runs_and_decides_nothing_twice(
@@ -84,12 +89,11 @@ def test_a_commit_lost_with_the_heads_process_stops_the_runs_and_decides_nothing
         rt.subscribe(observed)
         handle = rt.spawn("lead", "t")
         observed.wait_for(EventKind.STARTED, 1, "child")
-        supervisor = _supervisor_thread()
         os.kill(head_pid, signal.SIGSTOP)
         try:
             go.set()
             assert ended.wait(WAIT_S)
-            wait_until(lambda: _committing(supervisor), "the child's end in a commit to the head")
+            wait_until(_committing, "the child's end in a commit to the head")
         finally:
             os.kill(head_pid, signal.SIGKILL)
         outcome = handle.result(WAIT_S)
@@ -108,13 +112,6 @@ def test_a_commit_lost_with_the_heads_process_stops_the_runs_and_decides_nothing
         assert len(ends) == 1, [e.kind for e in store.events(record.run_id)]
     told = [e for e in events if e.run_id == outcome.run_id and e.kind.value in TERMINAL]
     assert len(told) <= 1, told
-
-
-def _supervisor_thread() -> int:
-    """The id of the runtime's supervisor actor's thread (pykka names it by its class)."""
-    found = [t.ident for t in threading.enumerate() if "Supervisor" in t.name and t.ident]
-    assert len(found) == 1, [t.name for t in threading.enumerate()]
-    return found[0]
 
 
 def _head_pid(store: Any) -> int | None:
