@@ -127,3 +127,52 @@ def test_a_caller_held_for_a_write_of_unknown_fate_is_told_when_the_store_stays_
     ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
     assert ends == ["failed"]
     store.close()
+
+
+class LosesTwoAnswers(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is lost before it answers, not committed;
+    then the recovery's batch that records that run failed is committed and its answer lost
+    too: a recovery's own write of unknown fate."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.run_id: str | None = None
+        self.armed = False
+        self.losses = 0
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and self.losses == 0:
+            self.losses, self.run_id = 1, outcome.run_id
+            raise UnsureWrite("the store was lost before it answered")  # (rolled back)
+        if outcome.run_id == self.run_id and self.losses == 1:
+            self.losses, self.armed = 2, True  # the recovery's: committed, answer lost
+        super().save_outcome(outcome, delivered)
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        with super().fenced_batch(owner, epoch):
+            yield
+        if self.armed:
+            self.armed = False
+            raise UnsureWrite("the store was lost before it answered the recovery")
+
+
+def test_a_recoverys_own_write_of_unknown_fate_records_one_end(tmp_path: Path) -> None:
+    """The recovery writes an owed decision again after its own write was lost unanswered:
+    had that write been committed, the run's events read two ends. Before writing again it
+    reads what the store kept, and leaves out the runs the store keeps ended (the test read
+    ``['failed', 'failed']`` without it)."""
+    store = LosesTwoAnswers(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store, command_poll_s=0.05) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=WAIT)
+        again = rt.run("echo", "again", timeout=WAIT)  # the runtime goes on
+    assert store.losses == 2 and not store.armed  # both answers were lost
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.FAILED
+    assert outcome.status is RunStatus.FAILED, outcome
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["failed"]
+    assert again.status is RunStatus.COMPLETED
+    store.close()

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from subagents.actors.owed import still_owed
 from subagents.logs import get_logger
 from subagents.messages import (
     ChildDone,
@@ -128,7 +129,9 @@ class Outage:
         """A recovery decided but not written (its write failed: the store still fails, or
         failed again): the core forgot its runs as it decided, so the next attempt writes
         this one again rather than deciding anew, which would find them only in the store,
-        without what memory knew of them (their unread mail, a root's outcome told)."""
+        without what memory knew of them (their unread mail, a root's outcome told). A
+        write of it of unknown fate may have been committed: what the store keeps ended is
+        left out of it before it is written again (``actors.owed``), so no run ends twice."""
 
     def begin(
         self, exc: Exception, what: str, stop_all: Callable[[], None], ended: Iterable[str]
@@ -188,8 +191,11 @@ class Outage:
         owner = self.core.owner
         store = self.store
         try:
-            unheld = [r for r in store.list_runs(statuses=UNFINISHED) if r.owner == owner]
+            unfinished = store.list_runs(statuses=UNFINISHED)
+            unheld = [r for r in unfinished if r.owner == owner]
             self.unrecorded, self.read = _highest(unheld), True  # what the store keeps
+            if self._owed is not None:  # written before: perhaps committed, if not answered
+                self._owed = still_owed(self._owed, store, {r.run_id for r in unfinished})
             with store.batch():  # (it begins at the first write: after the decision)
                 decision = self._owed
                 if decision is None:
