@@ -176,3 +176,67 @@ def test_a_recoverys_own_write_of_unknown_fate_records_one_end(tmp_path: Path) -
     assert ends == ["failed"]
     assert again.status is RunStatus.COMPLETED
     store.close()
+
+
+def test_a_caller_held_for_a_write_of_unknown_fate_is_told_without_an_ask(
+    tmp_path: Path,
+) -> None:
+    """No command poll (``command_poll_s=0``) and nothing asked of the runtime: the store is
+    tried again all the same while a caller waits on it (``UNSURE_RETRY_S``), and the caller
+    is told what it keeps. Before, only an ask, a spawn or a poll tried it: the caller
+    waited (here: ``result`` timed out)."""
+    store = LosesAnAnswer(tmp_path / "runs.db", "lost", applied=True)
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store, command_poll_s=0) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=20.0)
+    assert store.lost
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["completed"]
+    store.close()
+
+
+class ReadOnlyAfterLosingAnAnswer(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is committed and its answer lost; after it,
+    the store reads but takes no write until ``refusing`` is cleared (a store that answers
+    again, but not yet for writes)."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.armed = self.refusing = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and not self.refusing:
+            self.armed = True
+        super().save_outcome(outcome, delivered)
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        if self.refusing:
+            raise StoreError("the store takes no writes yet")
+        with super().fenced_batch(owner, epoch):
+            yield
+        if self.armed:
+            self.armed, self.refusing = False, True
+            raise UnsureWrite("the store was lost before it answered")
+
+
+def test_a_caller_held_for_a_write_of_unknown_fate_is_told_once_the_store_reads_it_ended(
+    tmp_path: Path,
+) -> None:
+    """The store answers reads again but still refuses writes: a root it keeps ended is told
+    that end at once (nothing changes an ended record), not after the recovery's write nor
+    at ``UNSURE_HOLD_S`` (60 s) as 'may or may not be recorded' (before: ``result`` timed
+    out here)."""
+    store = ReadOnlyAfterLosingAnAnswer(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store) as rt:
+        handle = rt.spawn("echo", "lost")
+        try:
+            outcome = handle.result(timeout=20.0)
+        finally:
+            store.refusing = False  # back for writes: the close records what it must
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["completed"]
+    store.close()
