@@ -353,9 +353,12 @@ class PgTransactions:
         transaction was rolled back there, and nothing more of it is sent anywhere."""
         conn = self._conn
         if conn is None or conn.closed or conn.broken or _closed_by_server(conn):
+            if conn is not None:
+                conn.close()  # (nothing to roll back there; the next call connects again)
             raise StoreError(
-                f"{self.where}: the connection to the database was lost mid-batch: the"
-                " server ended the transaction; nothing of the batch was committed"
+                f"{self.where}: the server closed the connection mid-batch (the database"
+                " stopped or restarted, or it ended the session): nothing of the batch was"
+                " committed"
             )
         return conn
 
