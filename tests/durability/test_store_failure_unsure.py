@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
 from subagents import FunctionAgent, Runtime, SQLiteStore, StoreError, UnsureWrite
 from subagents.actors import outage
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Outcome, RunStatus
+from subagents.messages import Outcome, RunRecord, RunStatus
 
 WAIT = 60.0
 TERMINAL = {"completed", "failed", "cancelled", "timed_out", "budget_exceeded"}
@@ -239,4 +241,67 @@ def test_a_caller_held_for_a_write_of_unknown_fate_is_told_once_the_store_reads_
     assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
     ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
     assert ends == ["completed"]
+    store.close()
+
+
+class LandsLate(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is committed and its answer lost, and the
+    commit is not seen by the store's first listing after (a PostgreSQL ``COMMIT`` still
+    being applied when the recovery reads: the run listed unfinished); the recovery's
+    write that records that run failed is then lost too, before it is committed."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.run_id: str | None = None
+        self.armed = self.hiding = self.losing = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and self.run_id is None:
+            self.run_id, self.armed = outcome.run_id, True
+        elif outcome.run_id == self.run_id and self.losing:
+            self.losing = False  # the recovery's write: lost before it is committed
+            raise UnsureWrite("the store was lost before it answered the recovery")
+        super().save_outcome(outcome, delivered)
+
+    def list_runs(self, *args: Any, **kwargs: Any) -> list[RunRecord]:
+        records = super().list_runs(*args, **kwargs)
+        if self.hiding and kwargs.get("statuses") is not None:
+            self.hiding, self.losing = False, True
+            kept = super().get_run(self.run_id or "")
+            assert kept is not None
+            unseen = msgspec.structs.replace(
+                kept, status=RunStatus.RUNNING, ended_at=None, outcome=None
+            )
+            records.append(unseen)  # (its end committed, not yet seen)
+        return records
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        with super().fenced_batch(owner, epoch):
+            yield
+        if self.armed:  # committed, then the answer lost
+            self.armed, self.hiding = False, True
+            raise UnsureWrite("the store was lost before it answered")
+
+
+def test_a_root_a_recovery_owed_leaves_out_is_told_what_the_store_keeps(
+    tmp_path: Path,
+) -> None:
+    """A recovery owed to the store ends a root its first listing read unfinished; by the
+    time it is written again the root's own end has landed, and ``still_owed`` leaves the
+    root out. Its caller is told what the store keeps (completed), not failed as if the
+    recovery had recorded it (before: told failed while the store kept it completed)."""
+    store = LandsLate(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store, command_poll_s=0) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=WAIT)
+        again = rt.run("echo", "again", timeout=WAIT)  # the runtime goes on
+    assert not (store.armed or store.hiding or store.losing)  # all three happened
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.COMPLETED
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["completed"]
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
+    assert again.status is RunStatus.COMPLETED
     store.close()
