@@ -560,6 +560,11 @@ def test_runs_parked_on_a_lost_host_start_again_within_the_limit(
         stop = signal.SIGSTOP if loss == "host frozen" else signal.SIGKILL
         os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], stop)
         observed.wait_for(EventKind.RESTARTED, 8, "lender")  # all eight moved
+        # and the two that held slots started again (8 starts before the loss, 2 after; no
+        # other can start before ``after_loss``): a start is published as its node reports
+        # it, after the loss's decision, so the ``stats`` ask alone may come first (as in
+        # test_limits_through_loss under CI's load)
+        observed.wait_for(EventKind.STARTED, 10, "lender")
         rt.stats()  # the loss's whole decision is published (events are, on its thread)
         again = [e.run_id for e in events[before:] if e.kind == EventKind.STARTED]
         for run_id in again:

@@ -11,6 +11,8 @@ a start after the loss counts itself working until the test has seen every start
 supervisor made after the loss arrive, so all of them are working at once when the peak is
 read. (tests/cluster/test_cluster_runtime.py's ``test_runs_parked_on_a_lost_host_...`` is
 the same with runs parked there; this one with runs working there and a queue never placed.)
+And the same with the parent on the lost host too (session 25): it is moved with its two
+working children, and its per-parent count holds through its own restart.
 """
 
 from __future__ import annotations
@@ -54,9 +56,15 @@ async def lead(ctx: AgentContext) -> str:
     return ",".join(str(o.result) for o in outcomes)
 
 
+PARENTS = {"parent elsewhere": ON_HEAD, "parent lost too": ON_WORKER}
+"""Where the children's parent runs: on the head, or on the lost host with them (moved too,
+its function agent replaying its journal: its spawns are not made again)."""
+
+
+@pytest.mark.parametrize("parent", list(PARENTS))
 @pytest.mark.parametrize("limit", list(LIMITS))
 def test_runs_working_on_a_lost_host_start_again_within_the_limit_and_the_queue_drains(
-    ray_cluster: LocalCluster, store: Any, limit: str
+    ray_cluster: LocalCluster, store: Any, limit: str, parent: str
 ) -> None:
     import ray
 
@@ -73,7 +81,7 @@ def test_runs_working_on_a_lost_host_start_again_within_the_limit_and_the_queue_
         return ctx.task
 
     agents = [
-        FunctionAgent.create("lead", lead, metadata=ON_HEAD),
+        FunctionAgent.create("lead", lead, metadata=PARENTS[parent]),
         FunctionAgent.create("child", child, metadata=ON_WORKER, tier=1),
     ]
     observed = Observed()
@@ -88,12 +96,14 @@ def test_runs_working_on_a_lost_host_start_again_within_the_limit_and_the_queue_
         before = len(events)
         killed.set()  # (nothing starts until a slot frees, and none frees before the kill)
         os.kill(pid, signal.SIGKILL)
-        observed.wait_for(EventKind.RESTARTED, 2, "child")  # the two moved
+        observed.wait_for(EventKind.RESTARTED, 2, "child")  # the two moved (and the lead)
         # and started again (2 before the loss, 2 after): under load (CI) their starts were
         # not yet published at the ``stats`` below, ``again`` was empty, nothing counted
         observed.wait_for(EventKind.STARTED, 4, "child")
         rt.stats()  # the loss's whole decision is published (events are, on its thread)
-        again = [e.run_id for e in events[before:] if e.kind == EventKind.STARTED]
+        again = [
+            e.run_id for e in events[before:] if e.kind == EventKind.STARTED and e.agent == "child"
+        ]
         for run_id in again:
             assert arrived[store.get_run(run_id).task].wait(WAIT_S), run_id
         at_once = tally.peak()["working"]  # every run started after the loss is in there

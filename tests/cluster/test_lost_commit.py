@@ -85,7 +85,9 @@ def test_a_commit_lost_with_the_heads_process_stops_the_runs_and_decides_nothing
     observed = Observed()
     events = observed.events
     head_pid = _head_pid(store)
-    with runtime(ray_cluster, store, agents) as rt:
+    # no command poll: its read of the stopped head would hold the supervisor (60 s, then
+    # a failure of its own) with the child's end queued behind it, never in a commit
+    with runtime(ray_cluster, store, agents, command_poll_s=0) as rt:
         rt.subscribe(observed)
         handle = rt.spawn("lead", "t")
         observed.wait_for(EventKind.STARTED, 1, "child")
@@ -234,3 +236,116 @@ def test_a_roots_end_in_a_write_lost_with_the_head_is_told_as_the_store_keeps_it
     else:
         assert outcome.error is not None and "was lost during" in outcome.error
         assert "not recorded" not in outcome.error and "may or may not be" not in outcome.error
+
+
+def _twice_held_head(name: str, path: str, marks: str, hold: str) -> Any:
+    """A head actor (the real ``Head``) that loses two answers, each held while the file
+    ``hold`` is missing (the test kills its process meanwhile): its first write recording a
+    run ``completed``, before committing it (``marks``/1 says it got there); then its first
+    write recording a run ``failed`` (the recovery's), after committing it (``marks``/2).
+    Files, not ``Gate``s: the test's modules are not importable in the head's worker."""
+    import ray
+
+    from subagents.cluster.connect import NAMESPACE
+    from subagents.cluster.head import HEAD_RESOURCE, Head
+
+    def held(mark: str) -> None:
+        with open(f"{mark}.tmp", "w") as f:  # the holder's pid, whole once it is there
+            f.write(str(os.getpid()))
+        os.rename(f"{mark}.tmp", mark)
+        until = time.monotonic() + WAIT_S
+        while not os.path.exists(hold) and time.monotonic() < until:
+            time.sleep(0.01)
+
+    def ending(calls: Any, status: RunStatus) -> bool:
+        return any(
+            getattr(a, "status", None) is status and hasattr(a, "agent")
+            for c in calls
+            for a in c.args
+        )
+
+    class TwiceLost(Head):
+        def write(self, calls: Any) -> None:
+            first, second = os.path.join(marks, "1"), os.path.join(marks, "2")
+            if ending(calls, RunStatus.COMPLETED) and not os.path.exists(first):
+                held(first)  # then killed: never applied
+            super().write(calls)
+            if (
+                os.path.exists(first)
+                and ending(calls, RunStatus.FAILED)
+                and not os.path.exists(second)
+            ):
+                held(second)  # committed, then killed before answering
+
+    return (
+        ray.remote(TwiceLost)
+        .options(
+            name=name,
+            namespace=NAMESPACE,
+            lifetime="detached",
+            num_cpus=0,
+            resources={HEAD_RESOURCE: 0.001},
+            max_restarts=-1,
+            max_task_retries=0,
+        )
+        .remote(path, 15.0)
+    )
+
+
+def _kill_holding(mark: Any) -> None:
+    """Once the head holds the write ``mark`` names, the process holding it (its pid in the
+    mark: the head is busy with the write, so it cannot be asked) killed. Not waited for
+    back: the next mark says it is, and the supervisor tries it again by itself."""
+    wait_until(mark.exists, f"write {mark.name} held by the head")
+    pid = int(mark.read_text())
+    assert pid > 0, pid  # (never kill(0) or kill(-1))
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_a_recoverys_own_write_lost_with_the_head_records_one_end(
+    ray_cluster: Any, tmp_path: Any
+) -> None:
+    """The head dies before answering twice: with a root's end (not committed), then with
+    the recovery's write recording it failed (committed). The recovery writes its decision
+    again at the next try; before, the root's events read two ``failed`` ends. Now it reads
+    what the store kept first and leaves out what is ended there (``actors.owed``): one end,
+    and the caller told failed once. No ask is made meanwhile: the supervisor tries the
+    store again by itself while the root's caller waits (``UNSURE_RETRY_S``, and the
+    command poll)."""
+    import ray
+
+    from subagents.cluster.remote_store import ClusterStore
+
+    go = Gate()
+    marks, hold = tmp_path, tmp_path / "hold"
+
+    def ender(ctx: AgentContext) -> str:
+        assert go.wait(WAIT_S), "never let go"
+        return f"ender:{ctx.task}"
+
+    name = f"test-lc2-{tmp_path.name}"[:60]
+    path = str(tmp_path / "runs.sqlite3")
+    actor = _twice_held_head(name, path, str(marks), str(hold))
+    store = ClusterStore(actor, name=name)
+    try:
+        agents = [
+            FunctionAgent.create("ender", ender, metadata=ON_WORKER),
+            FunctionAgent.create("double", double, metadata=ON_WORKER),
+        ]
+        with runtime(ray_cluster, store, agents) as rt:
+            handle = rt.spawn("ender", "t")
+            go.set()
+            _kill_holding(marks / "1")  # the root's end
+            _kill_holding(marks / "2")  # the recovery's write
+            outcome = handle.result(WAIT_S)
+            again = rt.run("double", "21", timeout=WAIT_S)
+        record = store.get_run(outcome.run_id)
+        ends = [e.kind.value for e in store.events(outcome.run_id) if e.kind.value in TERMINAL]
+    finally:
+        hold.touch()
+        store.close()
+        ray.kill(actor)
+    assert again.status is RunStatus.COMPLETED
+    assert record is not None and record.status is RunStatus.FAILED
+    assert ends == ["failed"]  # recorded once, though the recovery's write was made twice
+    assert outcome.status is RunStatus.FAILED, outcome

@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
 from subagents import FunctionAgent, Runtime, SQLiteStore, StoreError, UnsureWrite
 from subagents.actors import outage
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Outcome, RunStatus
+from subagents.messages import Outcome, RunRecord, RunStatus
 
 WAIT = 60.0
 TERMINAL = {"completed", "failed", "cancelled", "timed_out", "budget_exceeded"}
@@ -126,4 +128,180 @@ def test_a_caller_held_for_a_write_of_unknown_fate_is_told_when_the_store_stays_
     assert record is not None and record.status is RunStatus.FAILED
     ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
     assert ends == ["failed"]
+    store.close()
+
+
+class LosesTwoAnswers(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is lost before it answers, not committed;
+    then the recovery's batch that records that run failed is committed and its answer lost
+    too: a recovery's own write of unknown fate."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.run_id: str | None = None
+        self.armed = False
+        self.losses = 0
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and self.losses == 0:
+            self.losses, self.run_id = 1, outcome.run_id
+            raise UnsureWrite("the store was lost before it answered")  # (rolled back)
+        if outcome.run_id == self.run_id and self.losses == 1:
+            self.losses, self.armed = 2, True  # the recovery's: committed, answer lost
+        super().save_outcome(outcome, delivered)
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        with super().fenced_batch(owner, epoch):
+            yield
+        if self.armed:
+            self.armed = False
+            raise UnsureWrite("the store was lost before it answered the recovery")
+
+
+def test_a_recoverys_own_write_of_unknown_fate_records_one_end(tmp_path: Path) -> None:
+    """The recovery writes an owed decision again after its own write was lost unanswered:
+    had that write been committed, the run's events read two ends. Before writing again it
+    reads what the store kept, and leaves out the runs the store keeps ended (the test read
+    ``['failed', 'failed']`` without it)."""
+    store = LosesTwoAnswers(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store, command_poll_s=0.05) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=WAIT)
+        again = rt.run("echo", "again", timeout=WAIT)  # the runtime goes on
+    assert store.losses == 2 and not store.armed  # both answers were lost
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.FAILED
+    assert outcome.status is RunStatus.FAILED, outcome
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["failed"]
+    assert again.status is RunStatus.COMPLETED
+    store.close()
+
+
+def test_a_caller_held_for_a_write_of_unknown_fate_is_told_without_an_ask(
+    tmp_path: Path,
+) -> None:
+    """No command poll (``command_poll_s=0``) and nothing asked of the runtime: the store is
+    tried again all the same while a caller waits on it (``UNSURE_RETRY_S``), and the caller
+    is told what it keeps. Before, only an ask, a spawn or a poll tried it: the caller
+    waited (here: ``result`` timed out)."""
+    store = LosesAnAnswer(tmp_path / "runs.db", "lost", applied=True)
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store, command_poll_s=0) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=20.0)
+    assert store.lost
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["completed"]
+    store.close()
+
+
+class ReadOnlyAfterLosingAnAnswer(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is committed and its answer lost; after it,
+    the store reads but takes no write until ``refusing`` is cleared (a store that answers
+    again, but not yet for writes)."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.armed = self.refusing = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and not self.refusing:
+            self.armed = True
+        super().save_outcome(outcome, delivered)
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        if self.refusing:
+            raise StoreError("the store takes no writes yet")
+        with super().fenced_batch(owner, epoch):
+            yield
+        if self.armed:
+            self.armed, self.refusing = False, True
+            raise UnsureWrite("the store was lost before it answered")
+
+
+def test_a_caller_held_for_a_write_of_unknown_fate_is_told_once_the_store_reads_it_ended(
+    tmp_path: Path,
+) -> None:
+    """The store answers reads again but still refuses writes: a root it keeps ended is told
+    that end at once (nothing changes an ended record), not after the recovery's write nor
+    at ``UNSURE_HOLD_S`` (60 s) as 'may or may not be recorded' (before: ``result`` timed
+    out here)."""
+    store = ReadOnlyAfterLosingAnAnswer(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store) as rt:
+        handle = rt.spawn("echo", "lost")
+        try:
+            outcome = handle.result(timeout=20.0)
+        finally:
+            store.refusing = False  # back for writes: the close records what it must
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["completed"]
+    store.close()
+
+
+class LandsLate(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is committed and its answer lost, and the
+    commit is not seen by the store's first listing after (a PostgreSQL ``COMMIT`` still
+    being applied when the recovery reads: the run listed unfinished); the recovery's
+    write that records that run failed is then lost too, before it is committed."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.run_id: str | None = None
+        self.armed = self.hiding = self.losing = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and self.run_id is None:
+            self.run_id, self.armed = outcome.run_id, True
+        elif outcome.run_id == self.run_id and self.losing:
+            self.losing = False  # the recovery's write: lost before it is committed
+            raise UnsureWrite("the store was lost before it answered the recovery")
+        super().save_outcome(outcome, delivered)
+
+    def list_runs(self, *args: Any, **kwargs: Any) -> list[RunRecord]:
+        records = super().list_runs(*args, **kwargs)
+        if self.hiding and kwargs.get("statuses") is not None:
+            self.hiding, self.losing = False, True
+            kept = super().get_run(self.run_id or "")
+            assert kept is not None
+            unseen = msgspec.structs.replace(
+                kept, status=RunStatus.RUNNING, ended_at=None, outcome=None
+            )
+            records.append(unseen)  # (its end committed, not yet seen)
+        return records
+
+    @contextmanager
+    def fenced_batch(self, owner: str, epoch: int) -> Iterator[None]:
+        with super().fenced_batch(owner, epoch):
+            yield
+        if self.armed:  # committed, then the answer lost
+            self.armed, self.hiding = False, True
+            raise UnsureWrite("the store was lost before it answered")
+
+
+def test_a_root_a_recovery_owed_leaves_out_is_told_what_the_store_keeps(
+    tmp_path: Path,
+) -> None:
+    """A recovery owed to the store ends a root its first listing read unfinished; by the
+    time it is written again the root's own end has landed, and ``still_owed`` leaves the
+    root out. Its caller is told what the store keeps (completed), not failed as if the
+    recovery had recorded it (before: told failed while the store kept it completed)."""
+    store = LandsLate(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store, command_poll_s=0) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=WAIT)
+        again = rt.run("echo", "again", timeout=WAIT)  # the runtime goes on
+    assert not (store.armed or store.hiding or store.losing)  # all three happened
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.COMPLETED
+    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    assert ends == ["completed"]
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
+    assert again.status is RunStatus.COMPLETED
     store.close()

@@ -23,7 +23,10 @@ have been committed: a root whose end was in it is not told at once that it fail
 its end were lost, but once the store says what it keeps (``recover``: its stored outcome,
 or failed as recorded then), or at the close if the store never answers again (``unsure``),
 or once a recovery fails ``UNSURE_HOLD_S`` after the loss: a store gone for good (its head
-never started again) does not leave a caller without a timeout waiting for ever.
+never started again) does not leave a caller without a timeout waiting for ever. While such
+a caller waits, the store is tried again every ``UNSURE_RETRY_S`` (``retry``), not only at
+the next ask or command poll; and a root the store reads ended while its writes still fail
+is told that end at once.
 
 A runtime closed while its store still fails cannot record the runs it held: the store
 keeps them unfinished, and a restore (the next runtime's default) runs them again, though
@@ -40,11 +43,16 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import pykka
+
+from subagents.actors.owed import still_owed
+from subagents.actors.timer import TimerService
 from subagents.logs import get_logger
 from subagents.messages import (
     ChildDone,
     Inspect,
     Outcome,
+    PollCommands,
     RunRecord,
     RunStatus,
     StopAll,
@@ -77,6 +85,11 @@ UNSURE = (
 """What the caller of a root whose end was in a write of unknown fate is told of it when the
 runtime closes before the store could be read."""
 
+UNSURE_RETRY_S = 0.5
+"""While a root's caller waits for the store to say what it kept (``unsure``), how often the
+supervisor tries the store again (``Outage.retry``) without waiting for an ask, a spawn or a
+command poll (none comes with ``command_poll_s=0``)."""
+
 UNSURE_HOLD_S = 60.0
 """Longest a root's caller waits for the store to say what it kept of the root's end (a
 write of unknown fate): past it, the next recovery that fails tells it ``UNSURE``. (About
@@ -93,6 +106,20 @@ class ClosedUnrecorded(StoreError):
         self.failure, self.tops = failure, tops
 
 
+def poll_later(timer: TimerService, supervisor: pykka.ActorRef[Any]) -> Callable[[float], None]:
+    """``Outage.retry`` for a supervisor: a ``PollCommands`` told to it after the delay (the
+    message at which it tries the store again, as its command poll does)."""
+
+    def retry(delay: float) -> None:
+        timer.tell_at(_RETRY, time.monotonic() + delay, supervisor, PollCommands())
+
+    return retry
+
+
+_RETRY = ("outage", "retry")
+"""The timer's key of the next try (one pending at a time: a new one replaces it)."""
+
+
 class Outage:
     """The supervisor's failure, if any (``failure``), and whether it is for good."""
 
@@ -101,10 +128,15 @@ class Outage:
         core: SupervisorCore,
         store: RunStore,
         on_outside: Callable[[ToOutside], None],
+        retry: Callable[[float], None] | None = None,
     ) -> None:
         self.core = core
         self.store = store
         self.on_outside = on_outside
+        self.retry = retry
+        """Has the supervisor try the store again after a delay (``poll_later``): armed
+        while ``unsure`` callers wait, so they are told once the store answers, not at the
+        next ask."""
         self.failure: str | None = None
         """Why nothing is taken on now (None: all is well)."""
         self.for_good = False
@@ -128,7 +160,9 @@ class Outage:
         """A recovery decided but not written (its write failed: the store still fails, or
         failed again): the core forgot its runs as it decided, so the next attempt writes
         this one again rather than deciding anew, which would find them only in the store,
-        without what memory knew of them (their unread mail, a root's outcome told)."""
+        without what memory knew of them (their unread mail, a root's outcome told). A
+        write of it of unknown fate may have been committed: what the store keeps ended is
+        left out of it before it is written again (``actors.owed``), so no run ends twice."""
 
     def begin(
         self, exc: Exception, what: str, stop_all: Callable[[], None], ended: Iterable[str]
@@ -167,7 +201,13 @@ class Outage:
                 run_id=run_id, status=RunStatus.FAILED, error_kind="store", error=told
             )
             self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
+        self._retry_unsure()
         return True
+
+    def _retry_unsure(self) -> None:
+        """While callers wait on ``unsure``, the store is tried again in a while."""
+        if self.unsure and self.retry is not None:
+            self.retry(UNSURE_RETRY_S)
 
     def recover(self) -> Decision | None:
         """Whether the store takes writes again (not after a lost lease: that is for good):
@@ -187,9 +227,14 @@ class Outage:
             return None
         owner = self.core.owner
         store = self.store
+        unfinished: list[RunRecord] | None = None
+        owed = self._owed is not None
         try:
-            unheld = [r for r in store.list_runs(statuses=UNFINISHED) if r.owner == owner]
+            unfinished = store.list_runs(statuses=UNFINISHED)
+            unheld = [r for r in unfinished if r.owner == owner]
             self.unrecorded, self.read = _highest(unheld), True  # what the store keeps
+            if self._owed is not None:  # written before: perhaps committed, if not answered
+                self._owed = still_owed(self._owed, store, {r.run_id for r in unfinished})
             with store.batch():  # (it begins at the first write: after the decision)
                 decision = self._owed
                 if decision is None:
@@ -200,17 +245,42 @@ class Outage:
             return None
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
+            if unfinished is not None:  # it reads, though it does not take the writes
+                self._tell_kept_ended({r.run_id for r in unfinished})
             if self.unsure and time.monotonic() >= self._unsure_until:  # waited long enough
                 self._tell_unsure(failure, read=False)
+            self._retry_unsure()
             return None
         except Exception:  # a bug in a write: rolled back, nothing told (see above)
             log.exception("the run store's recovery could not be written: tried again later")
             return None
         self._owed = None
         self.failure, self.unrecorded = None, ()
-        self._tell_unsure(failure, recorded=decision.reply)
+        # an owed decision may have left out a root the store keeps ended (``still_owed``:
+        # its own end landed since, a write of unknown fate): each is told as read then
+        self._tell_unsure(failure, recorded=() if owed else decision.reply)
         log.warning("the run store takes writes again: going on", ended=len(decision.reply))
         return decision
+
+    def _tell_kept_ended(self, unfinished: set[str]) -> None:
+        """The callers of ``unsure`` roots the store keeps ended (read while its writes still
+        fail) told that end now: nothing changes an ended record (a recovery ends only what
+        the store keeps unfinished), so it is what they would be told later. One the store
+        keeps unfinished waits: a write of unknown fate may still land (a ``COMMIT`` the
+        server has not finished), so unfinished is not yet its fate."""
+        told = []
+        for run_id in self.unsure:
+            if run_id in unfinished:
+                continue
+            try:
+                record = self.store.get_run(run_id)
+            except StoreError:
+                break  # (those told so far are told)
+            outcome = None if record is None or record.status in UNFINISHED else record.outcome
+            if outcome is not None:
+                self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
+                told.append(run_id)
+        self.unsure = tuple(r for r in self.unsure if r not in told)
 
     def _tell_unsure(self, failure: str, recorded: Iterable[str] = (), read: bool = True) -> None:
         """The callers of ``unsure`` told, once: what the store keeps of each root (``read``;

@@ -42,7 +42,7 @@ from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late_reports
 from subagents.actors.inbox import FastInboxActor
-from subagents.actors.outage import LOST_LEASE, Outage
+from subagents.actors.outage import LOST_LEASE, Outage, poll_later
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.records_written import records_written
 from subagents.actors.run_status import status_of
@@ -200,7 +200,7 @@ class SupervisorActor(FastInboxActor):
             pool=pool,
             dispatcher=dispatcher,
         )
-        self.outage = Outage(core, store, on_outside)
+        self.outage = Outage(core, store, on_outside, poll_later(timer, self.actor_ref))
         """Its ``failure``: why nothing is taken on now (the store failed, the lease is lost);
         read as an attribute on every message, not through a property (a call each)."""
         self._deciders = deciders(core, store, self.effector.ended)

@@ -50,7 +50,8 @@ class StoreError(Exception):
 
 class UnsureWrite(StoreError):
     """A call whose fate is not known: the store was lost before it answered (the cluster's
-    store actor died, or did not answer in time), so a write in it may or may not have been
+    store actor died, or did not answer in time; a PostgreSQL connection lost with its
+    ``COMMIT`` sent), so a write in it may or may not have been
     committed. Who decided something in it must read the store before saying what it did
     (``actors.outage``: a root's end in such a write is told as the store keeps it)."""
 

@@ -17,11 +17,15 @@ The same model as SQLite's (``store.sqlite_tx``), so the store keeps the same pr
 
 What the network adds: the connection may be lost (the server restarted, a partition).
 A failure then is a ``StoreError`` saying the database is unreachable; a commit whose
-answer was lost says it may or may not have been committed. The next call outside a batch
-connects again, so a runtime whose store failed (``actors.outage``) goes on once the
-database is back. TCP keepalives and ``idle_in_transaction_session_timeout`` make the
-server end the transactions of a host that vanished or stalled, so its locks do not hold
-every other runtime up.
+answer was lost (the connection gone with the ``COMMIT`` sent) is an ``UnsureWrite``: it may
+or may not have been committed, and the runtime reads the store before telling what it
+decided in it (``actors.outage``). A transaction whose connection the server ended before
+its ``COMMIT`` was sent committed nothing, and the rest of it is never sent on a new
+connection (it would be written there without its ``BEGIN``, statement by statement).
+The next call outside a batch connects again, so a runtime whose store failed
+(``actors.outage``) goes on once the database is back. TCP keepalives and
+``idle_in_transaction_session_timeout`` make the server end the transactions of a host that
+vanished or stalled, so its locks do not hold every other runtime up.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from subagents.logs import get_logger
-from subagents.store.base import DamagedRow, StoreError
+from subagents.store.base import DamagedRow, StoreError, UnsureWrite
 from subagents.store.locations import redacted
 from subagents.store.postgres_schema import SCHEMA
 
@@ -234,15 +238,20 @@ class PgTransactions:
                 self._flush()
                 return
             except PgFailedWrite as exc:
+                conn = self._conn  # lost with the COMMIT sent: its answer is what was lost
+                lost = conn is None or conn.closed or conn.broken
                 self._rollback()
                 error = translate(exc.error, self.where, exc.doing)
-                if isinstance(exc.error, psycopg.OperationalError):
-                    raise StoreError(
+                if lost:
+                    raise UnsureWrite(
                         f"{error}; the batch may or may not have been committed"
                     ) from exc.error
-                raise StoreError(
+                raise StoreError(  # the server answered: the transaction is rolled back
                     f"{self.where}: batch rolled back: a write in it failed ({error})"
                 ) from exc.error
+            except StoreError:  # lost before the COMMIT was sent: nothing of it committed
+                self._rollback()
+                raise
             finally:
                 self._held = []
         self._rollback()
@@ -308,7 +317,9 @@ class PgTransactions:
         if not items:
             return
         self._flushes += 1
-        conn = self.connection()
+        # a transaction begun on the connection goes on there or not at all: on a new one
+        # its rest would be written without its BEGIN (each statement committed alone)
+        conn = self.connection() if items[0] is _BEGIN else self._begun_on()
         writes = [h for h in items if not h[0].startswith(_CONTROL)]
         first = writes[0][2] if writes else items[0][2]
         count = sum(len(h[1]) if isinstance(h[1], list) else 1 for h in writes)
@@ -335,6 +346,21 @@ class PgTransactions:
                 first if count <= 1 else f"{first} (or one of the {count - 1} writes sent with it)"
             )
             raise PgFailedWrite(doing, exc) from exc
+
+    def _begun_on(self) -> psycopg.Connection[Any]:
+        """The connection the open transaction began on, while the server has not ended it
+        (a restart, an administrator, ``idle_in_transaction_session_timeout``): ended, the
+        transaction was rolled back there, and nothing more of it is sent anywhere."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken or _closed_by_server(conn):
+            if conn is not None:
+                conn.close()  # (nothing to roll back there; the next call connects again)
+            raise StoreError(
+                f"{self.where}: the server closed the connection mid-batch (the database"
+                " stopped or restarted, or it ended the session): nothing of the batch was"
+                " committed"
+            )
+        return conn
 
     def _send_held(self) -> None:
         """Send the held writes before a direct statement; a failure dooms the batch."""

@@ -1,0 +1,64 @@
+"""A recovery's decision owed to the store, written again only for what the store lacks.
+
+Why: ``actors.outage`` keeps a recovery it decided but could not write (``Outage._owed``) and
+writes it again at the next try. A write that failed in a known way (SQLite's rollback) left
+nothing; one of unknown fate (``UnsureWrite``: the cluster's head, or a PostgreSQL
+connection, lost before it answered) may have been committed all the same, and writing it
+again then gives each run it ended a second end (a second ``failed`` event, its outcome and
+record saved over). So before writing it again, the runs it ends are read: those the store
+keeps ended are left out of the writes (their end, whoever recorded it, stands); the
+decision's reply and effects stay (its runs' callers are told, its agents stopped, once).
+
+Only the runs the store does not list unfinished are read (one read each): none when the
+write left nothing but runs the store never had, all of them when it was committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+from subagents.store.base import RunStore
+from subagents.store.writes import (
+    AppendEvent,
+    DropPreview,
+    DropSubscriptions,
+    OutcomeDelivered,
+    SaveOutcome,
+    SaveRun,
+    Write,
+)
+from subagents.supervision.effects import Decision
+
+_RUN_OF: dict[type[Any], Callable[[Any], str]] = {
+    SaveRun: lambda w: w.record.run_id,
+    SaveOutcome: lambda w: w.outcome.run_id,
+    AppendEvent: lambda w: w.event.run_id,
+    OutcomeDelivered: lambda w: w.run_id,
+    DropSubscriptions: lambda w: w.run_id,
+    DropPreview: lambda w: w.run_id,
+}
+"""The run each kind of write a recovery makes for one run's end is about (``closing``:
+``close_all``, ``failed_unheld``); a write of another kind (mail set dead) is kept: written
+twice, it leaves what it left once."""
+
+
+def still_owed(decision: Decision, store: RunStore, unfinished: Collection[str]) -> Decision:
+    """``decision`` (a recovery: its reply the ids it ends) without the writes about the runs
+    the store keeps ended; ``unfinished``: the ids the store lists unfinished now (read
+    before, so not read again). The same decision when the store keeps none of them ended."""
+    ended = [run_id for run_id in decision.reply if run_id not in unfinished]
+    kept = set()
+    for run_id in ended:
+        record = store.get_run(run_id)
+        if record is not None and record.status.terminal:
+            kept.add(run_id)
+    if not kept:
+        return decision
+    writes: list[Write] = [w for w in decision.writes if _about(w) not in kept]
+    return Decision(decision.reply, writes, decision.effects)
+
+
+def _about(write: Write) -> str | None:
+    run_of = _RUN_OF.get(type(write))
+    return None if run_of is None else run_of(write)

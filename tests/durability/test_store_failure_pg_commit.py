@@ -1,0 +1,69 @@
+"""A root's end in a PostgreSQL batch whose ``COMMIT`` answer was lost: its caller is told
+what the database keeps, as for the cluster's head lost mid-commit.
+
+The connection is cut by a real TCP proxy at the ``COMMIT`` of the batch holding the root's
+end (tests/tcp_cut.py): after the server committed it, or before it reached the server. The
+store raises ``UnsureWrite``; the runtime holds the root's caller until the database answers
+again and then tells it what it keeps (``actors.outage``). Before, the store raised a plain
+``StoreError``: the caller was told at once that the run failed and "its end is not
+recorded yet", while the database kept it completed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pgserver import PgServer
+from subagents import FunctionAgent, Runtime
+from subagents.behaviour.function import AgentContext
+from subagents.messages import EventKind, RunStatus
+from subagents.store.postgres import PostgresStore
+from tcp_cut import CommitCutter
+
+WAIT = 60.0
+ENDS = {
+    EventKind.COMPLETED,
+    EventKind.FAILED,
+    EventKind.CANCELLED,
+    EventKind.TIMED_OUT,
+    EventKind.BUDGET_EXCEEDED,
+}
+
+
+def _answer(ctx: AgentContext) -> str:
+    return f"answer-of-{ctx.task}"
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not applied"])
+def test_a_roots_end_in_a_lost_commit_is_told_as_the_database_keeps_it(
+    pg_server: PgServer, pg_url: str, applied: bool
+) -> None:
+    cutter = CommitCutter(("127.0.0.1", pg_server.port))
+    try:
+        agents = [FunctionAgent.create("answer", _answer)]
+        url = cutter.url(pg_url)
+        with Runtime(agents, store=url, command_poll_s=0.1) as rt:
+            cutter.arm(b"answer-of-lost", applied=applied)  # in the batch of the root's end
+            handle = rt.spawn("answer", "lost")
+            outcome = handle.result(timeout=WAIT)
+            assert cutter.cut.is_set()
+            again = rt.run("answer", "again", timeout=WAIT)  # the runtime goes on
+            attached = rt.attach(handle.run_id).result(timeout=WAIT)
+    finally:
+        cutter.close()
+    store = PostgresStore(pg_url)
+    try:
+        record = store.get_run(handle.run_id)
+        kept = RunStatus.COMPLETED if applied else RunStatus.FAILED
+        assert record is not None and record.status is kept
+        assert outcome.status is kept and attached.status is kept, outcome
+        ends = [e.kind for e in store.events(handle.run_id) if e.kind in ENDS]
+        assert ends == [EventKind(kept.value)]  # recorded once
+        assert again.status is RunStatus.COMPLETED
+        if applied:
+            assert outcome.result == "answer-of-lost"
+        else:
+            assert outcome.error is not None and "may or may not" in outcome.error
+            assert "not recorded" not in outcome.error  # told once it was recorded
+    finally:
+        store.close()
