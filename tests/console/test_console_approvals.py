@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from consolekit import Served, serving
+from consolekit import Served, serving, wait_for
 
 from subagents import AgentSpec, Runtime, ScriptedModel, answer_approval
 from subagents.console.actions import TEXT_CAP
@@ -154,22 +154,42 @@ def test_a_reason_being_typed_stays_when_the_list_is_read_again(
     page: Any, served: Served, rt: Runtime, workspace: Path
 ) -> None:
     """The list is read again on every ask or answer anywhere, and (since a refused answer
-    reads it too) on a reason refused (over the cap) or a busy store: each rebuilt every
-    row, so the reason typed in one was wiped, the refused answer's with it."""
+    reads it too) on a reason refused (over the cap) or a busy store. A read in flight while
+    the person typed put every row back in the table when it came (``replaceChildren``): the
+    reason kept its text, but the field lost the focus, and what was typed next went nowhere
+    (CI: the refused over-cap text stayed in the field after the new text was "typed"). The
+    reads are held in the browser here while the person types, then let go."""
     typed = rt.spawn("typed", "count")
     page.goto(served.url)
     row = page.locator("#approvals tr[data-approval]", has_text="typed")
     row.wait_for()
+    held: list[Any] = []
+    holding = [True]
+
+    def hold(route: Any) -> None:  # every read of the list waits here, unanswered
+        if holding[0]:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/api/approvals*", hold)
     reason = row.locator("input.reason")
     reason.fill("x" * (TEXT_CAP + 1))
     row.locator("button.allow").click()
-    error = page.locator("#error", has_text="over the cap")
-    error.wait_for()
-    reason.fill("not this one, half typed")
-    arriving = rt.spawn("arriving", "count")  # another ask: the list is read again
+    page.locator("#error", has_text="over the cap").wait_for()  # its read of the list: held
+    arriving = rt.spawn("arriving", "count")  # another ask: the list is read again (held)
+    wait_for(lambda: len(rt.approvals()) == 2, "the second ask in the store")
+    reason.fill("not this one")
+    reason.press("End")
+    holding[0] = False
+    assert held  # the refused answer's read at least
+    for route in held:
+        route.continue_()  # answered now: each list has both asks
     other = page.locator("#approvals tr[data-approval]", has_text="arriving")
-    other.wait_for()
+    other.wait_for()  # a held read was applied
+    page.keyboard.type(", half typed")  # the person goes on typing where they were
     assert reason.input_value() == "not this one, half typed"
+    assert reason.evaluate("(node) => node === document.activeElement")
     row.locator("button.deny").click()
     other.locator("button.deny").click()
     for handle in (typed, arriving):

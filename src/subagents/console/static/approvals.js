@@ -52,11 +52,11 @@
   async function load() {
     try {
       const pending = await getJSON("/api/approvals" + (runId ? "?run=" + encodeURIComponent(runId) : ""));
-      // a row still pending is kept as it is: the reason typed in it stays (an ask of
-      // another run arriving, or an answer refused for its reason or a busy store, reads
-      // the list again); an ask does not change while it waits
-      const shown = new Map(Array.from(body.children, (tr) => [tr.dataset.approval, tr]));
-      body.replaceChildren(...pending.map((a) => shown.get(a.approval_id) || row(a)));
+      // a row still pending is kept as it is, where it is: the reason typed in it stays,
+      // and so do the focus and the caret (an ask of another run arriving, or an answer
+      // refused for its reason or a busy store, reads the list again, maybe while the
+      // person types: whatever the order, the row is the live one, not a copy)
+      Console.keepRows(body, pending.map((a) => [a.approval_id, a]), row, "approval");
       section.hidden = pending.length === 0;
     } catch (error) {
       showError("cannot read the approvals: " + error.message);

@@ -138,7 +138,8 @@
 
   async function act(action, textId) {
     const body = {};
-    if (textId) body.text = document.getElementById(textId).value;
+    const field = textId ? document.getElementById(textId) : null;
+    if (field) body.text = field.value;
     try {
       const answer = await post("/api/runs/" + encodeURIComponent(runId) + "/" + action, body);
       notice.replaceChildren(el("span", null, answer.message));
@@ -146,7 +147,8 @@
         notice.append(" ", runLink(answer.run_id, "open the new run"));
       }
       notice.hidden = false;
-      if (textId) document.getElementById(textId).value = "";
+      // the text sent is cleared, not what was typed while it was being posted
+      if (field && field.value === body.text) field.value = "";
       showError("");
     } catch (error) {
       notice.hidden = true;
