@@ -9,6 +9,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 from consolekit import serving
 
@@ -71,10 +72,11 @@ def test_a_record_damaged_after_the_load_is_named_and_the_poll_goes_on(tmp_path:
 
 
 def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged(
-    tmp_path: Path,
+    tmp_path: Path, page: Any
 ) -> None:
     """A damaged approvals row made ``/api/approvals`` fail (503), so no approval could be
-    answered from the page; the row is now left out, and named in the server's log."""
+    answered from the page; the row is now left out, named in the server's log, in
+    ``/api/approvals?v=2``'s ``damaged`` and on the page (it was only logged)."""
     from subagents.messages import ApprovalRecord
 
     state = tmp_path / "runs.sqlite3"
@@ -93,16 +95,31 @@ def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged
     with serving(state, warned="cannot read approvals row 'ap-r-bad'") as served:
         status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
         assert status == 200, body
-        assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]
+        assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]  # v1: a list
+        status, _, body = served.request("GET", "/api/approvals?v=2", headers=served.authorized())
+        assert status == 200, body
+        listed = json.loads(body)
+        assert [a["approval_id"] for a in listed["approvals"]] == [f"ap-{GOOD}"]
+        assert list(listed["damaged"]) == [f"ap-{BAD}"]
+        assert "cannot read approvals row 'ap-r-bad'" in listed["damaged"][f"ap-{BAD}"]
+        status, _, body = served.request("GET", "/api/approvals?v=3", headers=served.authorized())
+        assert status == 400 and b"no version '3' of the approvals: 1 or 2" in body, body
+        page.goto(served.url)
+        named = page.locator("#approvals ul.damaged li")
+        named.wait_for()
+        said = named.text_content() or ""
+        assert said.startswith("a damaged row: ap-r-bad, "), said
+        assert "cannot read approvals row 'ap-r-bad': JSON is malformed" in said
+        assert page.locator(f'#approvals tr[data-approval="ap-{GOOD}"]').count() == 1
         # answering the damaged one (its id, as a stale page would post it): refused naming
         # the damage, nothing answered; the healthy one is still there to answer
-        page = {
+        headers = {
             "X-Console-Token": served.token,
             "Origin": f"http://127.0.0.1:{served.port}",
             "Content-Type": "application/json",
         }
         status, _, body = served.request(
-            "POST", f"/api/approvals/ap-{BAD}/allow", headers=page, body=b"{}"
+            "POST", f"/api/approvals/ap-{BAD}/allow", headers=headers, body=b"{}"
         )
         # 409: the row is at fault, not the store (503 would say "try again later")
         assert status == 409 and b"cannot read approvals row 'ap-r-bad'" in body, (status, body)
@@ -110,3 +127,10 @@ def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged
             assert db.execute("SELECT count(*) FROM commands").fetchone() == (0,)
         status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
         assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]
+        # the healthy one answered on the page: only the damaged row is left, and the
+        # section stays shown naming it (it hid when no approval waited)
+        good = page.locator(f'#approvals tr[data-approval="ap-{GOOD}"]')
+        good.locator("button.deny").click()
+        good.wait_for(state="detached")
+        assert named.is_visible() and page.locator("#approvals").is_visible()
+        assert (named.text_content() or "").startswith("a damaged row: ap-r-bad, ")

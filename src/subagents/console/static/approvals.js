@@ -49,15 +49,21 @@
     return tr;
   }
 
+  const damagedNotes = el("ul", "damaged");  // the rows left out, named (not only logged)
+  section.append(damagedNotes);
+
   async function load() {
     try {
-      const pending = await getJSON("/api/approvals" + (runId ? "?run=" + encodeURIComponent(runId) : ""));
+      const query = "?v=2" + (runId ? "&run=" + encodeURIComponent(runId) : "");
+      const { approvals: pending, damaged } = await getJSON("/api/approvals" + query);
       // a row still pending is kept as it is, where it is: the reason typed in it stays,
       // and so do the focus and the caret (an ask of another run arriving, or an answer
       // refused for its reason or a busy store, reads the list again, maybe while the
       // person types: whatever the order, the row is the live one, not a copy)
       Console.keepRows(body, pending.map((a) => [a.approval_id, a]), row, "approval");
-      section.hidden = pending.length === 0;
+      damagedNotes.replaceChildren(...Object.entries(damaged).map(
+        ([key, what]) => el("li", null, `a damaged row: ${key}, ${what}`)));
+      section.hidden = pending.length === 0 && damagedNotes.children.length === 0;
     } catch (error) {
       showError("cannot read the approvals: " + error.message);
     }
