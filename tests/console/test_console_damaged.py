@@ -13,6 +13,7 @@ from typing import Any
 
 from consolekit import serving
 
+from damaged_rows import ask, damage_asks, damage_run, run, saved
 from subagents.console.feed import StoreFeed
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.store.sqlite import SQLiteStore
@@ -20,26 +21,17 @@ from subagents.store.sqlite import SQLiteStore
 BAD, GOOD = "r-bad", "r-good"
 
 
-def _runs(path: Path, *run_ids: str) -> None:
-    with SQLiteStore(path) as store:
-        for run_id in run_ids:
-            store.save_run(
-                RunRecord(
-                    run_id=run_id, agent="worker", task="t", root_run_id=run_id,
-                    status=RunStatus.RUNNING, created_at=time.time(), owner="gone:1:x",
-                )
-            )  # fmt: skip
-
-
-def _damage(path: Path, run_id: str) -> None:
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (run_id,))
+def _runs(path: Path, *run_ids: str) -> list[RunRecord]:
+    """Running runs of a host that is gone (tests/damaged_rows.py)."""
+    made = [run(i, time.time(), agent="worker", status=RunStatus.RUNNING) for i in run_ids]
+    saved(path, made)
+    return made
 
 
 def test_the_console_lists_the_other_runs_and_names_the_damaged_one(tmp_path: Path) -> None:
     state = tmp_path / "runs.sqlite3"
     _runs(state, BAD, GOOD)
-    _damage(state, BAD)
+    damage_run(state, BAD)
     with serving(state) as served:
         status, _, body = served.request("GET", "/api/runs", headers=served.authorized())
         assert status == 200, body
@@ -60,7 +52,7 @@ def test_a_record_damaged_after_the_load_is_named_and_the_poll_goes_on(tmp_path:
     with SQLiteStore(state) as writer, SQLiteStore(state) as reader:
         feed = StoreFeed(reader)
         assert feed.load() == 2 and feed.damaged == {}
-        _damage(state, BAD)
+        damage_run(state, BAD)
         for run_id in (BAD, GOOD):
             writer.append_event(
                 Event(kind=EventKind.STEP, run_id=run_id, agent="worker", root_run_id=run_id)
@@ -77,21 +69,10 @@ def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged
     """A damaged approvals row made ``/api/approvals`` fail (503), so no approval could be
     answered from the page; the row is now left out, named in the server's log, in
     ``/api/approvals?v=2``'s ``damaged`` and on the page (it was only logged)."""
-    from subagents.messages import ApprovalRecord
-
     state = tmp_path / "runs.sqlite3"
-    _runs(state, BAD, GOOD)
-    with SQLiteStore(state) as store:
-        for n, run_id in enumerate((BAD, GOOD)):
-            store.save_approval(
-                ApprovalRecord(
-                    approval_id=f"ap-{run_id}", run_id=run_id, root_run_id=run_id, agent="worker",
-                    tool="Bash", input={"command": "ls"}, reason="asked", requester="external",
-                    tool_use_id=f"t-{n}", asked_at=float(n),
-                )
-            )  # fmt: skip
-    with sqlite3.connect(state) as db:
-        db.execute("UPDATE approvals SET approval = 'not json' WHERE run_id = ?", (BAD,))
+    records = _runs(state, BAD, GOOD)
+    saved(state, [], [ask(r, n, float(n), f"ap-{r.run_id}") for n, r in enumerate(records)])
+    damage_asks(state, BAD)
     with serving(state, warned="cannot read approvals row 'ap-r-bad'") as served:
         status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
         assert status == 200, body
