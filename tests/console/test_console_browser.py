@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from consolekit import Served, serving
+from consolekit import Held, Served, serving
 
 from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
@@ -171,30 +170,6 @@ def test_mail_sent_from_the_page_reaches_the_run(page: Any, served: Served, team
     assert handle.result(WAIT).result == "heard hello <b>there</b>"
     page.locator("#title .status", has_text="completed").wait_for()
     assert "hello <b>there</b>" in (page.locator("#mail-in").text_content() or "")
-
-
-class Held:
-    """The requests a page makes to ``pattern``, held in the browser (unanswered) until the
-    test lets each go: an answer in flight while the person does something, made certain."""
-
-    def __init__(self, page: Any, pattern: str) -> None:
-        self.page = page
-        self.routes: list[Any] = []
-        page.route(pattern, self._hold)
-
-    def wait(self, count: int) -> None:
-        """Until ``count`` requests are held (Playwright hands them over while it is called:
-        its own wait is the poll; a hang guard)."""
-        deadline = time.monotonic() + WAIT
-        while len(self.routes) < count:
-            assert time.monotonic() < deadline, f"{len(self.routes)} of {count} requests held"
-            self.page.wait_for_timeout(20)
-
-    def _hold(self, route: Any) -> None:
-        self.routes.append(route)
-
-    def release(self, index: int) -> None:
-        self.routes[index].continue_()
 
 
 def test_a_text_typed_while_mail_is_posted_stays(page: Any, served: Served, team: Team) -> None:

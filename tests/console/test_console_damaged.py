@@ -115,3 +115,20 @@ def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged
         good.wait_for(state="detached")
         assert named.is_visible() and page.locator("#approvals").is_visible()
         assert (named.text_content() or "").startswith("a damaged row: ap-r-bad, ")
+
+
+def test_a_damaged_rows_key_and_what_is_wrong_are_shown_as_text(tmp_path: Path, page: Any) -> None:
+    """The damaged row's key is a hand-edited file's to choose (markup, a script): it is
+    named on the page as text, never as HTML."""
+    state = tmp_path / "runs.sqlite3"
+    hostile = "ap-<img src=x onerror=\"document.title='pwned'\"><b>bold</b>"
+    (record,) = _runs(state, BAD)
+    saved(state, [], [ask(record, 0, 1.0, hostile)])
+    damage_asks(state, BAD)
+    with serving(state, warned="cannot read approvals row") as served:
+        page.goto(served.url)
+        named = page.locator("#approvals ul.damaged li")
+        named.wait_for()
+        assert (named.text_content() or "").startswith(f"a damaged row: {hostile}, ")
+        assert page.locator("#approvals img, #approvals b").count() == 0
+        assert page.title() != "pwned"

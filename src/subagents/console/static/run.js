@@ -162,9 +162,13 @@
   document.getElementById("continue").addEventListener("click", () => act("continue", "continue-text"));
 
   const stream = new EventSource("/api/stream?run=" + encodeURIComponent(runId));
-  stream.addEventListener("ready", () => { connection("live"); load(); });
+  // the approvals list (approvals.js) is read again on the server's word, and whenever
+  // changes may have been missed: an ask made before the stream was (re)opened, or while
+  // its changes were lost ("reload"), came with no event
+  const approvalsChanged = () => document.dispatchEvent(new Event("console:approvals"));
+  stream.addEventListener("ready", () => { connection("live"); load(); approvalsChanged(); });
   stream.addEventListener("run", load);
-  stream.addEventListener("reload", load);
-  stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
+  stream.addEventListener("reload", () => { load(); approvalsChanged(); });
+  stream.addEventListener("approvals", approvalsChanged);
   stream.onerror = (event) => streamError(event.target);
 })();

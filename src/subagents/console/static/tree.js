@@ -211,6 +211,10 @@
     showSummary();
   }
 
+  // the approvals list (approvals.js) is read again: on the server's word, and whenever
+  // changes may have been missed (the stream (re)opened, or its changes lost: "reload")
+  const approvalsChanged = () => document.dispatchEvent(new Event("console:approvals"));
+
   function listen() {
     // the page is read at once, beside the stream (a change it missed while both were
     // opening comes with a later number than the page's: ``changed``); again only when the
@@ -224,11 +228,12 @@
       streamVersion = JSON.parse(event.data).version;
       if (opened) reload(); else caughtUp();
       opened = true;
+      approvalsChanged();  // an ask made before the stream was open came with no event
     });
     reload();
     stream.addEventListener("rows", changed);
-    stream.addEventListener("reload", reload);
-    stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
+    stream.addEventListener("reload", () => { reload(); approvalsChanged(); });
+    stream.addEventListener("approvals", approvalsChanged);
     stream.onerror = (event) => streamError(event.target);
   }
 
