@@ -7,15 +7,13 @@ command in a subprocess, on a real store file damaged by SQLite itself."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 from clikit import Cli
 
-from subagents.messages import ApprovalRecord, RunRecord, RunStatus
-from subagents.store.sqlite import SQLiteStore
+from damaged_rows import ask, damage_run, run, saved
 
 BAD, GOOD = "r1a1000000000badbadbad0", "r1a2000000000goodgood01"
 
@@ -24,25 +22,10 @@ BAD, GOOD = "r1a1000000000badbadbad0", "r1a2000000000goodgood01"
 def damaged(tmp_path: Path) -> Cli:
     """Two live runs, each with a pending approval; the first run's record damaged."""
     cli = Cli(tmp_path)
-    cli.state.parent.mkdir(parents=True, exist_ok=True)
     now = time.time()
-    with SQLiteStore(cli.state) as store:
-        for n, run_id in enumerate((BAD, GOOD)):
-            store.save_run(
-                RunRecord(
-                    run_id=run_id, agent="quick", task="t", root_run_id=run_id,
-                    status=RunStatus.WAITING, created_at=now + n, owner="gone:1:a",
-                )
-            )  # fmt: skip
-            store.save_approval(
-                ApprovalRecord(
-                    approval_id=f"ap-{run_id[-4:]}", run_id=run_id, root_run_id=run_id,
-                    agent="quick", tool="Bash", input={"command": "ls"}, reason="asked",
-                    requester="external", tool_use_id=f"t-{n}", asked_at=now,
-                )
-            )  # fmt: skip
-    with sqlite3.connect(cli.state) as db:
-        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (BAD,))
+    bad, good = run(BAD, now), run(GOOD, now + 1)
+    saved(cli.state, [bad, good], [ask(bad, 0, now), ask(good, 1, now)])
+    damage_run(cli.state, BAD)
     return cli
 
 

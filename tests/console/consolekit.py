@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -131,3 +132,47 @@ def wait_for(condition: object, what: str) -> None:
     while not condition():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+class Held:
+    """The requests a page makes to ``pattern``, held in the browser (unanswered) until the
+    test lets each go: an answer in flight while the person does something, made certain.
+
+    ``answered_now``: each request is answered by the server when it is held (Playwright's
+    ``route.fetch``), its answer kept back until let go: an answer of what the store was
+    *then*, landing after later ones (a stale read). Else the request itself waits, and is
+    answered with what the store is when let go.
+
+    Each hold is counted in the page (``window.__held``), so that ``wait`` waits on the
+    browser's own condition (``page.wait_for_function``), not on a poll of this list."""
+
+    def __init__(self, page: Any, pattern: str, *, answered_now: bool = False) -> None:
+        self.page = page
+        self.answered_now = answered_now
+        self.holding = True
+        self.routes: list[tuple[Any, Any]] = []
+        page.route(pattern, self._hold)
+
+    def wait(self, count: int) -> None:
+        """Until ``count`` requests are held (Playwright's timeout: the hang guard)."""
+        self.page.wait_for_function("(n) => (window.__held || 0) >= n", arg=count)
+        assert len(self.routes) >= count
+
+    def let_through(self) -> None:
+        """Requests from now on go through (those held stay held until released)."""
+        self.holding = False
+
+    def _hold(self, route: Any) -> None:
+        if not self.holding:
+            route.continue_()
+            return
+        answer = route.fetch() if self.answered_now else None
+        self.routes.append((route, answer))
+        self.page.evaluate("window.__held = (window.__held || 0) + 1")
+
+    def release(self, index: int) -> None:
+        route, answer = self.routes[index]
+        if answer is None:
+            route.continue_()
+        else:
+            route.fulfill(response=answer)

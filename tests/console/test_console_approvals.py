@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from consolekit import Served, serving
+from consolekit import Held, Served, serving, wait_for
 
+from damaged_rows import ask, run, saved
 from subagents import AgentSpec, Runtime, ScriptedModel, answer_approval
 from subagents.console.actions import TEXT_CAP
 from subagents.messages import RunStatus
@@ -154,22 +155,33 @@ def test_a_reason_being_typed_stays_when_the_list_is_read_again(
     page: Any, served: Served, rt: Runtime, workspace: Path
 ) -> None:
     """The list is read again on every ask or answer anywhere, and (since a refused answer
-    reads it too) on a reason refused (over the cap) or a busy store: each rebuilt every
-    row, so the reason typed in one was wiped, the refused answer's with it."""
+    reads it too) on a reason refused (over the cap) or a busy store. A read in flight while
+    the person typed put every row back in the table when it came (``replaceChildren``): the
+    reason kept its text, but the field lost the focus, and what was typed next went nowhere
+    (CI: the refused over-cap text stayed in the field after the new text was "typed"). The
+    reads are held in the browser here while the person types, then let go."""
     typed = rt.spawn("typed", "count")
     page.goto(served.url)
     row = page.locator("#approvals tr[data-approval]", has_text="typed")
     row.wait_for()
+    held = Held(page, "**/api/approvals*")  # every read of the list waits, unanswered
     reason = row.locator("input.reason")
     reason.fill("x" * (TEXT_CAP + 1))
     row.locator("button.allow").click()
-    error = page.locator("#error", has_text="over the cap")
-    error.wait_for()
-    reason.fill("not this one, half typed")
-    arriving = rt.spawn("arriving", "count")  # another ask: the list is read again
+    page.locator("#error", has_text="over the cap").wait_for()
+    held.wait(1)  # the refused answer's read of the list
+    arriving = rt.spawn("arriving", "count")  # another ask: the list is read again (held)
+    wait_for(lambda: len(rt.approvals()) == 2, "the second ask in the store")
+    reason.fill("not this one")
+    reason.press("End")
+    held.let_through()  # the reads from now on go through
+    for n in range(len(held.routes)):
+        held.release(n)  # answered now: each list has both asks
     other = page.locator("#approvals tr[data-approval]", has_text="arriving")
-    other.wait_for()
+    other.wait_for()  # a held read was applied
+    page.keyboard.type(", half typed")  # the person goes on typing where they were
     assert reason.input_value() == "not this one, half typed"
+    assert reason.evaluate("(node) => node === document.activeElement")
     row.locator("button.deny").click()
     other.locator("button.deny").click()
     for handle in (typed, arriving):
@@ -177,3 +189,60 @@ def test_a_reason_being_typed_stays_when_the_list_is_read_again(
     count = workspace / "count.txt"
     assert not count.exists() or "three" not in count.read_text()
     assert "not this one, half typed" in (typed.result(WAIT).result or "")
+
+
+def test_an_earlier_read_answered_last_does_not_undo_a_later_one(page: Any, tmp_path: Path) -> None:
+    """Two reads of the list in flight, answered out of order (the server answers each on a
+    thread of its own): the earlier one's list, landing last, took out the row the later one
+    had added, and the reason being typed in it (a later read put the row back, empty)."""
+    state = tmp_path / "runs.sqlite3"
+    first, second, third = run("r-first", 1.0), run("r-second", 2.0), run("r-third", 0.5)
+    saved(state, [first, second, third], [ask(first, 0, 1.0, "ap-first")])
+    read_again = "document.dispatchEvent(new Event('console:approvals'))"  # (as the stream)
+    with serving(state) as served:
+        page.goto(served.url)
+        page.locator('#approvals tr[data-approval="ap-first"]').wait_for()
+        held = Held(page, "**/api/approvals*", answered_now=True)
+        page.evaluate(read_again)
+        held.wait(1)  # answered already: the first ask alone
+        saved(state, [], [ask(second, 1, 2.0, "ap-second")])
+        page.evaluate(read_again)
+        held.wait(2)  # both asks
+        held.release(1)
+        row = page.locator('#approvals tr[data-approval="ap-second"]')
+        row.wait_for()
+        reason = row.locator("input.reason")
+        reason.fill("half typed")
+        held.release(0)  # the earlier read's answer comes last
+        held.let_through()
+        # an ask older than all (another host's clock): its row goes first, before the one
+        # being typed in, which stays the same node with its focus (a read after the late
+        # answer: its row shows that it came)
+        saved(state, [], [ask(third, 2, 0.5, "ap-third")])
+        page.evaluate(read_again)
+        page.locator('#approvals tr[data-approval="ap-third"]').wait_for()
+        assert reason.input_value() == "half typed"
+        assert reason.evaluate("(node) => node === document.activeElement")
+        ids = page.locator("#approvals tr[data-approval]").evaluate_all(
+            "(rows) => rows.map((r) => r.dataset.approval)"
+        )
+        assert ids == ["ap-third", "ap-first", "ap-second"]
+
+
+def test_an_ask_made_before_the_stream_opened_is_shown(page: Any, tmp_path: Path) -> None:
+    """The list was read when the page loaded, then only on the stream's word: an ask made
+    after that read but before the stream was open (its word published to no one) was not
+    shown until some other ask came (CI, under load: the first test's row never came). The
+    stream is held in the browser here until the ask is in the store."""
+    state = tmp_path / "runs.sqlite3"
+    first = run("r-first", 1.0)
+    saved(state, [first])
+    with serving(state) as served:
+        held = Held(page, "**/api/stream*")
+        with page.expect_response(lambda r: "/api/approvals" in r.url):
+            page.goto(served.url)  # the list read: nothing waits
+        held.wait(1)
+        saved(state, [], [ask(first, 0, 1.0, "ap-first")])  # (no event: the store alone)
+        held.let_through()
+        held.release(0)
+        page.locator('#approvals tr[data-approval="ap-first"]').wait_for()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from consolekit import Served, serving
+from consolekit import Held, Served, serving
 
 from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
@@ -170,6 +170,50 @@ def test_mail_sent_from_the_page_reaches_the_run(page: Any, served: Served, team
     assert handle.result(WAIT).result == "heard hello <b>there</b>"
     page.locator("#title .status", has_text="completed").wait_for()
     assert "hello <b>there</b>" in (page.locator("#mail-in").text_content() or "")
+
+
+def test_a_text_typed_while_mail_is_posted_stays(page: Any, served: Served, team: Team) -> None:
+    """The send's answer cleared the field: what was typed after the click, while the mail
+    was being posted, went with it."""
+    handle = team.rt.spawn("listener", "wait for word")
+    _open(page, served.url)
+    _open(page, f"{served.base}/runs/{handle.run_id}")
+    page.locator("#send:not([disabled])").wait_for()
+    held = Held(page, "**/send")
+    page.fill("#send-text", "the first word")
+    page.click("#send")
+    held.wait(1)
+    page.fill("#send-text", "the next word, half typed")
+    held.release(0)
+    page.locator("#action-result", has_text="mail posted").wait_for()
+    assert page.input_value("#send-text") == "the next word, half typed"
+    assert handle.result(WAIT).result == "heard the first word"
+
+
+def test_a_read_of_a_filter_left_does_not_land_in_the_next(
+    page: Any, served: Served, team: Team
+) -> None:
+    """Each submit reads the runs again: an answer for the filter left (in flight when the
+    next was submitted) added its runs to the next one's page."""
+    team.rt.run("talker", "talk", wait=WAIT)
+    listener = team.rt.spawn("listener", "hear one word")
+    listener.send("the word")
+    assert listener.result(WAIT).result == "heard the word"
+    _open(page, served.url)
+    page.wait_for_function(ROW_STATUS, arg=["listener", "completed"])
+    held = Held(page, "**/api/runs?*")
+    page.click("#clear")  # every run: its read is held
+    page.fill("#filters input[name=agent]", "talker")
+    page.click("#filters button[type=submit]")  # the talker's runs: held too
+    held.wait(2)
+    with page.expect_response(lambda r: "agent=talker" not in r.url) as left:
+        held.release(0)  # the filter left is answered first
+    left.value.finished()
+    held.release(1)
+    page.locator("#tree tr[data-run]").first.wait_for()
+    agents = page.locator("#tree tr[data-run] a.agent").all_text_contents()
+    assert agents and set(agents) == {"talker"}
+    assert "agent=talker" in page.url
 
 
 def test_continue_from_the_page_starts_a_run_that_goes_on(

@@ -9,9 +9,11 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 from consolekit import serving
 
+from damaged_rows import ask, damage_asks, damage_run, run, saved
 from subagents.console.feed import StoreFeed
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.store.sqlite import SQLiteStore
@@ -19,26 +21,17 @@ from subagents.store.sqlite import SQLiteStore
 BAD, GOOD = "r-bad", "r-good"
 
 
-def _runs(path: Path, *run_ids: str) -> None:
-    with SQLiteStore(path) as store:
-        for run_id in run_ids:
-            store.save_run(
-                RunRecord(
-                    run_id=run_id, agent="worker", task="t", root_run_id=run_id,
-                    status=RunStatus.RUNNING, created_at=time.time(), owner="gone:1:x",
-                )
-            )  # fmt: skip
-
-
-def _damage(path: Path, run_id: str) -> None:
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (run_id,))
+def _runs(path: Path, *run_ids: str) -> list[RunRecord]:
+    """Running runs of a host that is gone (tests/damaged_rows.py)."""
+    made = [run(i, time.time(), agent="worker", status=RunStatus.RUNNING) for i in run_ids]
+    saved(path, made)
+    return made
 
 
 def test_the_console_lists_the_other_runs_and_names_the_damaged_one(tmp_path: Path) -> None:
     state = tmp_path / "runs.sqlite3"
     _runs(state, BAD, GOOD)
-    _damage(state, BAD)
+    damage_run(state, BAD)
     with serving(state) as served:
         status, _, body = served.request("GET", "/api/runs", headers=served.authorized())
         assert status == 200, body
@@ -59,7 +52,7 @@ def test_a_record_damaged_after_the_load_is_named_and_the_poll_goes_on(tmp_path:
     with SQLiteStore(state) as writer, SQLiteStore(state) as reader:
         feed = StoreFeed(reader)
         assert feed.load() == 2 and feed.damaged == {}
-        _damage(state, BAD)
+        damage_run(state, BAD)
         for run_id in (BAD, GOOD):
             writer.append_event(
                 Event(kind=EventKind.STEP, run_id=run_id, agent="worker", root_run_id=run_id)
@@ -71,38 +64,43 @@ def test_a_record_damaged_after_the_load_is_named_and_the_poll_goes_on(tmp_path:
 
 
 def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged(
-    tmp_path: Path,
+    tmp_path: Path, page: Any
 ) -> None:
     """A damaged approvals row made ``/api/approvals`` fail (503), so no approval could be
-    answered from the page; the row is now left out, and named in the server's log."""
-    from subagents.messages import ApprovalRecord
-
+    answered from the page; the row is now left out, named in the server's log, in
+    ``/api/approvals?v=2``'s ``damaged`` and on the page (it was only logged)."""
     state = tmp_path / "runs.sqlite3"
-    _runs(state, BAD, GOOD)
-    with SQLiteStore(state) as store:
-        for n, run_id in enumerate((BAD, GOOD)):
-            store.save_approval(
-                ApprovalRecord(
-                    approval_id=f"ap-{run_id}", run_id=run_id, root_run_id=run_id, agent="worker",
-                    tool="Bash", input={"command": "ls"}, reason="asked", requester="external",
-                    tool_use_id=f"t-{n}", asked_at=float(n),
-                )
-            )  # fmt: skip
-    with sqlite3.connect(state) as db:
-        db.execute("UPDATE approvals SET approval = 'not json' WHERE run_id = ?", (BAD,))
+    records = _runs(state, BAD, GOOD)
+    saved(state, [], [ask(r, n, float(n), f"ap-{r.run_id}") for n, r in enumerate(records)])
+    damage_asks(state, BAD)
     with serving(state, warned="cannot read approvals row 'ap-r-bad'") as served:
         status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
         assert status == 200, body
-        assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]
+        assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]  # v1: a list
+        status, _, body = served.request("GET", "/api/approvals?v=2", headers=served.authorized())
+        assert status == 200, body
+        listed = json.loads(body)
+        assert [a["approval_id"] for a in listed["approvals"]] == [f"ap-{GOOD}"]
+        assert list(listed["damaged"]) == [f"ap-{BAD}"]
+        assert "cannot read approvals row 'ap-r-bad'" in listed["damaged"][f"ap-{BAD}"]
+        status, _, body = served.request("GET", "/api/approvals?v=3", headers=served.authorized())
+        assert status == 400 and b"no version '3' of the approvals: 1 or 2" in body, body
+        page.goto(served.url)
+        named = page.locator("#approvals ul.damaged li")
+        named.wait_for()
+        said = named.text_content() or ""
+        assert said.startswith("a damaged row: ap-r-bad, "), said
+        assert "cannot read approvals row 'ap-r-bad': JSON is malformed" in said
+        assert page.locator(f'#approvals tr[data-approval="ap-{GOOD}"]').count() == 1
         # answering the damaged one (its id, as a stale page would post it): refused naming
         # the damage, nothing answered; the healthy one is still there to answer
-        page = {
+        headers = {
             "X-Console-Token": served.token,
             "Origin": f"http://127.0.0.1:{served.port}",
             "Content-Type": "application/json",
         }
         status, _, body = served.request(
-            "POST", f"/api/approvals/ap-{BAD}/allow", headers=page, body=b"{}"
+            "POST", f"/api/approvals/ap-{BAD}/allow", headers=headers, body=b"{}"
         )
         # 409: the row is at fault, not the store (503 would say "try again later")
         assert status == 409 and b"cannot read approvals row 'ap-r-bad'" in body, (status, body)
@@ -110,3 +108,27 @@ def test_the_console_lists_the_other_approvals_when_one_approvals_row_is_damaged
             assert db.execute("SELECT count(*) FROM commands").fetchone() == (0,)
         status, _, body = served.request("GET", "/api/approvals", headers=served.authorized())
         assert [a["approval_id"] for a in json.loads(body)] == [f"ap-{GOOD}"]
+        # the healthy one answered on the page: only the damaged row is left, and the
+        # section stays shown naming it (it hid when no approval waited)
+        good = page.locator(f'#approvals tr[data-approval="ap-{GOOD}"]')
+        good.locator("button.deny").click()
+        good.wait_for(state="detached")
+        assert named.is_visible() and page.locator("#approvals").is_visible()
+        assert (named.text_content() or "").startswith("a damaged row: ap-r-bad, ")
+
+
+def test_a_damaged_rows_key_and_what_is_wrong_are_shown_as_text(tmp_path: Path, page: Any) -> None:
+    """The damaged row's key is a hand-edited file's to choose (markup, a script): it is
+    named on the page as text, never as HTML."""
+    state = tmp_path / "runs.sqlite3"
+    hostile = "ap-<img src=x onerror=\"document.title='pwned'\"><b>bold</b>"
+    (record,) = _runs(state, BAD)
+    saved(state, [], [ask(record, 0, 1.0, hostile)])
+    damage_asks(state, BAD)
+    with serving(state, warned="cannot read approvals row") as served:
+        page.goto(served.url)
+        named = page.locator("#approvals ul.damaged li")
+        named.wait_for()
+        assert (named.text_content() or "").startswith(f"a damaged row: {hostile}, ")
+        assert page.locator("#approvals img, #approvals b").count() == 0
+        assert page.title() != "pwned"

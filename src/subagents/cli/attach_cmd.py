@@ -8,7 +8,10 @@ of status, then the tree. A run waiting for an approval kept in the store shows
 result and one line per run, and exits with `subagents run`'s code for its status. Ctrl-C
 detaches (exit 0): the run goes on. When the run's host process is gone (orphaned) it says so
 and exits 6 (`subagents resume` continues it). RUN is an id, a unique prefix of one, or #N
-from `ps`.
+from `ps`. A row of the tree that no longer reads (a child's, an approval's: hand-edited,
+``store.base.DamagedRow``) is left out, the rest followed, and named on stderr when first
+met; the exit is then 1 if the run's own would be 0 (as `ps` does: cli/damaged.py). RUN's
+own row damaged while watched ends the watch with an error naming it (exit 1).
 """
 
 from __future__ import annotations
@@ -19,7 +22,14 @@ import time
 from typing import TYPE_CHECKING
 
 from subagents.cli.command import add_inspect_arguments, reports_errors, store_errors
-from subagents.cli.state import EXIT_FOR_STATUS, EXIT_OK, EXIT_ORPHANED, short_id
+from subagents.cli.state import (
+    EXIT_FAILED,
+    EXIT_FOR_STATUS,
+    EXIT_OK,
+    EXIT_ORPHANED,
+    CliError,
+    short_id,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -27,6 +37,7 @@ if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
     from subagents.cli.waiting_asks import WaitingAsks
     from subagents.messages import RunRecord
+    from subagents.store.base import DamagedRow
     from subagents.store.leases import Liveness
 
 NAME = "attach"
@@ -54,30 +65,40 @@ def _attach(args: argparse.Namespace) -> int:
     from subagents.cli.state import open_inspected_store, resolve
 
     out = console()
+    damaged: list[DamagedRow] = []  # (each named when first met: exit 1 at the end)
     with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         if out.is_terminal:
-            record, orphaned = _live_view(store, record, out)
+            record, orphaned = _live_view(store, record, out, damaged)
         else:
-            record, orphaned = _journal(store, record, out)
-        return _end(store, record, orphaned, out)
+            record, orphaned = _journal(store, record, out, damaged)
+        code = _end(store, record, orphaned, out, damaged)
+        return code or (EXIT_FAILED if damaged else EXIT_OK)
 
 
 def _subtree(
-    store: InspectedStore, record: RunRecord
+    store: InspectedStore, record: RunRecord, damaged: list[DamagedRow]
 ) -> tuple[list[RunRecord], Liveness, WaitingAsks]:
     """The runs under ``record`` (itself first, parents before children), the leases and
-    the tree's pending approvals (one read each per frame).
+    the tree's pending approvals (one read each per frame); a row that does not read is
+    left out and named the first time it is met (``damaged``), unless it is ``record``'s
+    own: then nothing is left to follow (``CliError`` naming it).
 
     The leases are read first: a host ends its runs before it gives up its lease, so runs
     read after the leases are never taken for orphans of a host that ended in between."""
+    from subagents.cli.damaged import said, spared_once
     from subagents.cli.state import liveness
     from subagents.cli.waiting_asks import WaitingAsks
 
     alive = liveness(store)
+    met: list[DamagedRow] = []
     with store_errors():
-        tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
-        asks = WaitingAsks.read(store, record.root_run_id)
+        tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True, damaged=met)
+        asks = WaitingAsks.read(store, record.root_run_id, met)
+    for exc in met:
+        if exc.key == record.run_id:
+            raise CliError(str(exc))
+    said(NAME, spared_once(damaged, met))
     children: dict[str | None, list[RunRecord]] = {}
     for r in tree:
         children.setdefault(r.parent_run_id, []).append(r)
@@ -91,7 +112,9 @@ def _subtree(
     return ordered, alive, asks
 
 
-def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
+def _live_view(
+    store: InspectedStore, record: RunRecord, out: Console, damaged: list[DamagedRow]
+) -> tuple[RunRecord, bool]:
     """Redraw the tree in place until RUN ends or is orphaned."""
     from rich.live import Live
 
@@ -99,7 +122,7 @@ def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[
     from subagents.cli.views import build_tree, render_tree, walk
 
     def frame() -> tuple[RenderableType, RunRecord, bool]:
-        runs, alive, asks = _subtree(store, record)
+        runs, alive, asks = _subtree(store, record, damaged)
         tree = build_tree(runs[0], runs, alive, asks)
         shorts = short_ids([n.run_id for n in walk(tree)], all_run_ids(store))
         with store_errors():  # what their models are writing now (the store's previews)
@@ -116,7 +139,9 @@ def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[
     return current, orphaned
 
 
-def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
+def _journal(
+    store: InspectedStore, record: RunRecord, out: Console, damaged: list[DamagedRow]
+) -> tuple[RunRecord, bool]:
     """On a pipe: one line per change of status, until RUN ends or is orphaned."""
     from subagents.cli.output import printable
     from subagents.cli.state import shown_status
@@ -125,7 +150,7 @@ def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[Ru
     seen: dict[str, str] = {}
     t0 = time.time()
     while True:
-        runs, alive, asks = _subtree(store, record)
+        runs, alive, asks = _subtree(store, record, damaged)
         for r in runs:
             status = shown_status(r, alive)
             if asks.ids(r.run_id):
@@ -145,7 +170,13 @@ def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[Ru
         time.sleep(POLL_S)
 
 
-def _end(store: InspectedStore, record: RunRecord, orphaned: bool, out: Console) -> int:
+def _end(
+    store: InspectedStore,
+    record: RunRecord,
+    orphaned: bool,
+    out: Console,
+    damaged: list[DamagedRow],
+) -> int:
     from subagents.cli.output import printable
     from subagents.cli.state import liveness
     from subagents.cli.summary import print_outcome
@@ -159,7 +190,7 @@ def _end(store: InspectedStore, record: RunRecord, orphaned: bool, out: Console)
             )
         )
         return EXIT_ORPHANED
-    runs, _alive, _asks = _subtree(store, record)
+    runs, _alive, _asks = _subtree(store, record, damaged)
     outcome = record.outcome or Outcome(run_id=record.run_id, status=record.status)
     print_outcome(out, outcome, runs)
     return EXIT_FOR_STATUS.get(record.status, 1)

@@ -12,7 +12,7 @@ wrong) and exits 1, as any error does (docs/cli.md).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from subagents.cli.state import EXIT_FAILED, EXIT_OK
@@ -20,7 +20,7 @@ from subagents.logs import printable
 
 if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
-    from subagents.messages import RunRecord
+    from subagents.messages import RunRecord, TreeNode
     from subagents.store.base import DamagedRow
 
 
@@ -45,10 +45,29 @@ def spared_once(damaged: list[DamagedRow], met: Sequence[DamagedRow]) -> list[Da
     return new
 
 
-def said(command: str, damaged: Sequence[DamagedRow]) -> int:
-    """Each damaged row named on stderr (after the listing); the command's exit code."""
+def cut_off(
+    shown: Iterable[TreeNode], records: Iterable[RunRecord], damaged: Sequence[DamagedRow]
+) -> list[RunRecord]:
+    """Of ``records`` (a tree's, read whole), the runs not ``shown`` because their parent
+    is a damaged row: a tree view reaches a run through its parent, so a damaged run hid
+    its healthy subtree (named by ``said``, each shown by its own `tree`)."""
+    keys = {d.key for d in damaged}
+    seen = {n.run_id for n in shown}
+    return [r for r in records if r.run_id not in seen and r.parent_run_id in keys]
+
+
+def said(command: str, damaged: Sequence[DamagedRow], under: Sequence[RunRecord] = ()) -> int:
+    """Each damaged row named on stderr (after the listing), and each run ``under`` one
+    (``cut_off``); the command's exit code."""
     for exc in damaged:
         sys.stderr.write(
             printable(f"subagents {command}: error: {exc} (left out; the rest is shown)\n")
+        )
+    for r in under:
+        sys.stderr.write(
+            printable(
+                f"subagents {command}: run {r.run_id} ({r.agent}) is under the damaged run"
+                f" {r.parent_run_id}, not shown: `subagents tree {r.run_id}` shows its subtree\n"
+            )
         )
     return EXIT_FAILED if damaged else EXIT_OK

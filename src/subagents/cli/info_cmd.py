@@ -3,7 +3,9 @@
 Its record (agent, task, status, times, model, limits, usage, outcome), its parent and
 children, its todo list (TodoWrite), its mail counts, and the approvals kept in the store it
 waits for, with the commands that answer them. RUN is an id, a unique prefix of one, or #N
-from `ps`.
+from `ps`. A row it reads that no longer reads as its record (a child's, an approval's:
+hand-edited, ``store.base.DamagedRow``) is left out, the rest shown, and named on stderr
+(exit 1), as `ps` does (cli/damaged.py).
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import msgspec
 from rich.text import Text
 
 from subagents.cli import output
 from subagents.cli.command import add_inspect_arguments, emit, inspecting, reports_errors
+from subagents.cli.damaged import said
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
 from subagents.cli.views import duration, stamp
@@ -24,6 +28,9 @@ from subagents.cli.waiting_asks import WaitingAsks, marker
 from subagents.messages import ApprovalRecord, Mail, RunRecord
 from subagents.supervision.ceilings import describe as describe_ceiling
 from subagents.tools.todo import TodoItem, checklist, todos_in
+
+if TYPE_CHECKING:
+    from subagents.store.base import DamagedRow
 
 NAME = "info"
 
@@ -60,17 +67,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    info = gather(args)
-    return emit(args, info, lambda: show(info))
+    damaged: list[DamagedRow] = []  # (named after the view: exit 1)
+    info = gather(args, damaged)
+    emit(args, info, lambda: show(info))
+    return said(NAME, damaged)
 
 
-def gather(args: argparse.Namespace) -> Info:
+def gather(args: argparse.Namespace, damaged: list[DamagedRow] | None = None) -> Info:
+    """What the store knows of ``args.run_ref``; ``damaged``: a child's or an approval's
+    row that does not read is left out and named there (else it raises)."""
     with inspecting(args) as (store, alive, record):
-        tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
+        tree = store.list_runs(
+            root_run_id=record.root_run_id, include_archived=True, damaged=damaged
+        )
         mail = store.mail_for(record.run_id)
         todos = todos_in(store.events(record.run_id))
         topics = tuple(s.topic for s in store.subscriptions([record.run_id]))
-        asks = WaitingAsks(store.list_approvals(run_id=record.run_id)).of(record.run_id)
+        listed = store.list_approvals(run_id=record.run_id, damaged=damaged)
+        asks = WaitingAsks(listed).of(record.run_id)
     children = tuple(
         ChildRef(r.run_id, r.agent, str(r.status), alive.orphaned(r))
         for r in tree

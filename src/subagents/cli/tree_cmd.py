@@ -4,19 +4,27 @@ Each node shows its own tokens and, when it has children, its subtree's total; a
 run whose host process is gone shows `orphaned` (`subagents resume` continues it), and one
 waiting for an approval kept in the store names it, `waiting (approval ID)` (`subagents
 approve ID` answers it; `--json`: the node's `approvals`). RUN may be any run of a tree
-(give the root to see the whole tree): an id, a unique prefix, or #N from `ps`.
+(give the root to see the whole tree): an id, a unique prefix, or #N from `ps`. A row of the
+tree that no longer reads (hand-edited: ``store.base.DamagedRow``) is left out, the rest
+shown, and named on stderr (exit 1), as `ps` does (cli/damaged.py); so are the runs under it,
+each named with the command that shows its own subtree.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from subagents.cli import output
 from subagents.cli.command import add_inspect_arguments, emit, inspecting, reports_errors
+from subagents.cli.damaged import cut_off, said
 from subagents.cli.state import all_run_ids, short_ids
 from subagents.cli.views import build_tree, render_tree, walk
 from subagents.cli.waiting_asks import WaitingAsks
-from subagents.messages import TreeNode
+from subagents.messages import RunRecord, TreeNode
+
+if TYPE_CHECKING:
+    from subagents.store.base import DamagedRow
 
 NAME = "tree"
 
@@ -25,18 +33,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_inspect_arguments(parser)
 
 
-def load_tree(args: argparse.Namespace) -> tuple[TreeNode, list[str]]:
+def load_tree(
+    args: argparse.Namespace, damaged: list[DamagedRow] | None = None
+) -> tuple[TreeNode, list[str], list[RunRecord]]:
+    """The tree under ``args.run_ref``, every run's id, and the runs of the tree under a
+    damaged row (``damaged``: a row of the tree that does not read is left out and named
+    there; else it raises)."""
     with inspecting(args) as (store, alive, record):
-        records = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
-        asks = WaitingAsks.read(store, record.root_run_id)
+        records = store.list_runs(
+            root_run_id=record.root_run_id, include_archived=True, damaged=damaged
+        )
+        asks = WaitingAsks.read(store, record.root_run_id, damaged)
         universe = all_run_ids(store)
-    return build_tree(record, records, alive, asks), universe
+    tree = build_tree(record, records, alive, asks)
+    whole = record.run_id == record.root_run_id  # (else a damaged row may be outside it)
+    return tree, universe, cut_off(walk(tree), records, damaged or []) if whole else []
 
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    tree, universe = load_tree(args)
-    return emit(args, tree, lambda: _show(tree, universe))
+    damaged: list[DamagedRow] = []  # (named after the tree: exit 1)
+    tree, universe, under = load_tree(args, damaged)
+    emit(args, tree, lambda: _show(tree, universe))
+    return said(NAME, damaged, under)
 
 
 def _show(tree: TreeNode, universe: list[str]) -> None:

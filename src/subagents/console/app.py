@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from subagents.cli.state import CliError
 from subagents.console import actions
-from subagents.console.approvals import answer, pending
+from subagents.console.approvals import answer, listed
 from subagents.console.hub import ENDED, Batch, Ended, Hub, Inbox
 from subagents.console.index import BadFilter, Page, RunFilter
 from subagents.console.limits import ERROR_CHARS, Limits, clipped
@@ -304,9 +304,9 @@ class Console:
     # ---- approvals (console/approvals.py) -----------------------------------------------
 
     async def approvals(self, request: Request) -> Response:
-        run_id = request.query_params.get("run") or None
+        run_id, shape = request.query_params.get("run") or None, request.query_params.get("v")
         try:
-            return _json(await anyio.to_thread.run_sync(pending, self.store, run_id))
+            return _json(await anyio.to_thread.run_sync(listed, self.store, run_id, shape))
         except actions.ActionError as exc:
             return _error(str(exc), exc.status)
         except StoreError as exc:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from subagents.console.actions import ActionError, checked_reason
 from subagents.console.limits import clipped
 from subagents.logs import get_logger
+from subagents.messages import ApprovalRecord
 from subagents.runtime import answer_approval, pending_approvals
 from subagents.store.approvals import ApprovalRefused
 
@@ -23,21 +26,53 @@ log = get_logger("subagents.console")
 
 if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
-    from subagents.messages import ApprovalRecord
     from subagents.store.base import DamagedRow
 
 
-def pending(store: InspectedStore, run_id: str | None = None) -> list[ApprovalRecord]:
-    """The approvals waiting for an answer, oldest first (of ``run_id``'s tree when given).
-    A damaged approvals row (hand-edited) is left out and logged naming it: it made the
-    whole list fail, so that no approval could be answered from the page."""
+SHAPES = ("1", "2")
+"""``/api/approvals?v=``: 1 (the default, as before) a list of the approvals waiting; 2 an
+object, ``approvals`` (that list) and ``damaged`` (each damaged row's key, an approval's id
+or its run's, -> what is wrong), as ``/api/runs`` names its damaged rows. A script written
+for the list reads the same list; the page asks for 2."""
+
+
+class Pending(msgspec.Struct, frozen=True):
+    """``/api/approvals?v=2``: the approvals waiting, and the rows left out (damaged)."""
+
+    approvals: list[ApprovalRecord]
+    damaged: dict[str, str]
+
+
+def listed(
+    store: InspectedStore, run_id: str | None = None, shape: str | None = None
+) -> list[ApprovalRecord] | Pending:
+    """``/api/approvals`` in the ``shape`` asked (``SHAPES``; ``ActionError`` 400 naming any
+    other)."""
+    if shape is not None and shape not in SHAPES:
+        raise ActionError(f"no version {clipped(shape)!r} of the approvals: 1 or 2", 400)
     damaged: list[DamagedRow] = []
+    found = pending(store, run_id, damaged)
+    if shape != "2":
+        return found
+    return Pending(found, {row.key or "(no key)": str(row) for row in damaged})
+
+
+def pending(
+    store: InspectedStore, run_id: str | None = None, damaged: list[DamagedRow] | None = None
+) -> list[ApprovalRecord]:
+    """The approvals waiting for an answer, oldest first (of ``run_id``'s tree when given).
+    A damaged approvals row (hand-edited) is left out, logged naming it and added to
+    ``damaged``: it made the whole list fail, so that no approval could be answered from
+    the page."""
+    met: list[DamagedRow] = []
     try:
-        found = pending_approvals(store, run_id, damaged=damaged)
+        found = pending_approvals(store, run_id, damaged=met)
     except LookupError as exc:  # its message quotes the run id whole: clipped here
         raise ActionError(f"no run {clipped(run_id or '')!r} in the store", 404) from exc
-    for row in damaged:
+    for row in met:
         log.warning("console damaged approval", approval_id=row.key, error=str(row))
+    if damaged is not None:
+        damaged.extend(met)
     return found
 
 

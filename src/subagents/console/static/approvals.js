@@ -49,17 +49,32 @@
     return tr;
   }
 
+  const damagedNotes = el("ul", "damaged");  // the rows left out, named (not only logged)
+  section.append(damagedNotes);
+
+  let asked = 0;  // the reads of the list begun
+  let shown = 0;  // the latest of them whose answer is on the page
+
   async function load() {
+    const mine = ++asked;
     try {
-      const pending = await getJSON("/api/approvals" + (runId ? "?run=" + encodeURIComponent(runId) : ""));
-      // a row still pending is kept as it is: the reason typed in it stays (an ask of
-      // another run arriving, or an answer refused for its reason or a busy store, reads
-      // the list again); an ask does not change while it waits
-      const shown = new Map(Array.from(body.children, (tr) => [tr.dataset.approval, tr]));
-      body.replaceChildren(...pending.map((a) => shown.get(a.approval_id) || row(a)));
-      section.hidden = pending.length === 0;
+      const query = "?v=2" + (runId ? "&run=" + encodeURIComponent(runId) : "");
+      const { approvals: pending, damaged } = await getJSON("/api/approvals" + query);
+      // the answers may come out of order (the server answers each on a thread of its
+      // own): one of an earlier read, landing after a later one's, is of an older list
+      // (it would take out a row just come, and the reason being typed in it)
+      if (mine < shown) return;
+      shown = mine;
+      // a row still pending is kept as it is, where it is: the reason typed in it stays,
+      // and so do the focus and the caret (an ask of another run arriving, or an answer
+      // refused for its reason or a busy store, reads the list again, maybe while the
+      // person types: whatever the order, the row is the live one, not a copy)
+      Console.keepRows(body, pending.map((a) => [a.approval_id, a]), row, "approval");
+      damagedNotes.replaceChildren(...Object.entries(damaged).map(
+        ([key, what]) => el("li", null, `a damaged row: ${key}, ${what}`)));
+      section.hidden = pending.length === 0 && damagedNotes.children.length === 0;
     } catch (error) {
-      showError("cannot read the approvals: " + error.message);
+      if (mine > shown) showError("cannot read the approvals: " + error.message);
     }
   }
 

@@ -67,6 +67,22 @@ const Console = (() => {
     return el("span", "status status-" + safe, status);
   }
 
+  // Make ``body``'s rows those of ``wanted`` ([key, item] pairs, in order), each row keyed
+  // by ``dataset[keyName]``: a row already shown is kept, the same node, and left in place
+  // (a node taken out of the page and put back loses the focus, and the keys typed next go
+  // nowhere); the rows no longer wanted are removed, the new ones made by ``make(item)``.
+  function keepRows(body, wanted, make, keyName) {
+    const keys = new Set(wanted.map(([key]) => key));
+    for (const tr of [...body.children]) if (!keys.has(tr.dataset[keyName])) tr.remove();
+    const shown = new Map(Array.from(body.children, (tr) => [tr.dataset[keyName], tr]));
+    let next = body.firstElementChild;
+    for (const [key, item] of wanted) {
+      const kept = shown.get(key);
+      if (kept === next) { next = next.nextElementSibling; continue; }
+      body.insertBefore(kept || make(item), next);  // new, or (rarely) moved
+    }
+  }
+
   function showError(message) {
     const box = document.getElementById("error");
     box.textContent = message || "";
@@ -92,5 +108,5 @@ const Console = (() => {
     }
   }
 
-  return { el, getJSON, post, sessionInfo, elapsed, tokens, cost, time, statusBadge, showError, connection, streamError };
+  return { el, getJSON, post, sessionInfo, elapsed, tokens, cost, time, statusBadge, keepRows, showError, connection, streamError };
 })();

@@ -138,7 +138,8 @@
 
   async function act(action, textId) {
     const body = {};
-    if (textId) body.text = document.getElementById(textId).value;
+    const field = textId ? document.getElementById(textId) : null;
+    if (field) body.text = field.value;
     try {
       const answer = await post("/api/runs/" + encodeURIComponent(runId) + "/" + action, body);
       notice.replaceChildren(el("span", null, answer.message));
@@ -146,7 +147,8 @@
         notice.append(" ", runLink(answer.run_id, "open the new run"));
       }
       notice.hidden = false;
-      if (textId) document.getElementById(textId).value = "";
+      // the text sent is cleared, not what was typed while it was being posted
+      if (field && field.value === body.text) field.value = "";
       showError("");
     } catch (error) {
       notice.hidden = true;
@@ -160,9 +162,13 @@
   document.getElementById("continue").addEventListener("click", () => act("continue", "continue-text"));
 
   const stream = new EventSource("/api/stream?run=" + encodeURIComponent(runId));
-  stream.addEventListener("ready", () => { connection("live"); load(); });
+  // the approvals list (approvals.js) is read again on the server's word, and whenever
+  // changes may have been missed: an ask made before the stream was (re)opened, or while
+  // its changes were lost ("reload"), came with no event
+  const approvalsChanged = () => document.dispatchEvent(new Event("console:approvals"));
+  stream.addEventListener("ready", () => { connection("live"); load(); approvalsChanged(); });
   stream.addEventListener("run", load);
-  stream.addEventListener("reload", load);
-  stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
+  stream.addEventListener("reload", () => { load(); approvalsChanged(); });
+  stream.addEventListener("approvals", approvalsChanged);
   stream.onerror = (event) => streamError(event.target);
 })();

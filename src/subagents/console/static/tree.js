@@ -17,6 +17,7 @@
   let streamVersion = null;  // the changes published before the stream opened
   let stream = null;
   let total = 0;
+  let generation = 0;        // one more at each read of the page from its start
 
   function filterQuery() {
     const params = new URLSearchParams();
@@ -152,7 +153,11 @@
   async function loadPage(before) {
     const params = filterQuery();
     if (before) params.set("before", before);
+    const mine = generation;
     const page = await getJSON("/api/runs?" + params.toString());
+    // the page was read again meanwhile (another filter submitted, the stream opened
+    // again): this answer is of what was shown before, and must not land in the new one
+    if (mine !== generation) return false;
     const touched = new Set();
     for (const row of page.rows) {
       const body = put(row);
@@ -165,19 +170,21 @@
     total = page.total;
     damaged = page.damaged || {};
     showSummary();
+    return true;
   }
 
   async function reload() {
+    const mine = ++generation;
     rows = new Map(); trs = new Map(); groups = new Map(); cursor = null; version = 0;
     for (const body of [...table.tBodies]) body.remove();
     loadedVersion = null;
     try {
-      await loadPage(null);
+      if (!(await loadPage(null))) return;
       loadedVersion = version;
       showError("");
       caughtUp();
     } catch (error) {
-      showError("cannot read the runs: " + error.message);
+      if (mine === generation) showError("cannot read the runs: " + error.message);
     }
   }
 
@@ -204,6 +211,10 @@
     showSummary();
   }
 
+  // the approvals list (approvals.js) is read again: on the server's word, and whenever
+  // changes may have been missed (the stream (re)opened, or its changes lost: "reload")
+  const approvalsChanged = () => document.dispatchEvent(new Event("console:approvals"));
+
   function listen() {
     // the page is read at once, beside the stream (a change it missed while both were
     // opening comes with a later number than the page's: ``changed``); again only when the
@@ -217,11 +228,12 @@
       streamVersion = JSON.parse(event.data).version;
       if (opened) reload(); else caughtUp();
       opened = true;
+      approvalsChanged();  // an ask made before the stream was open came with no event
     });
     reload();
     stream.addEventListener("rows", changed);
-    stream.addEventListener("reload", reload);
-    stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
+    stream.addEventListener("reload", () => { reload(); approvalsChanged(); });
+    stream.addEventListener("approvals", approvalsChanged);
     stream.onerror = (event) => streamError(event.target);
   }
 
