@@ -179,3 +179,48 @@ def test_a_lone_root_spawn_is_decided_after_the_records_waiting_in_the_late_line
         (mail_sent,) = [i for i, (_, kind) in enumerate(order) if kind is EventKind.MAIL_SENT]
         delivered = order.index((child[0], EventKind.MAIL_DELIVERED))
         assert mail_sent < spawned_later and delivered < spawned_later, order
+
+
+def test_a_runs_end_behind_records_in_the_late_line_is_decided_after_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's end comes to the supervisor in the agents' line (``ReportsDue``), and is
+    decided straight when it is the last report there (``LateReports.hand``, ``straight``).
+    Behind a record that waits in the line (a straight mail's ``MailPosted``, put without
+    waking the supervisor, its timer an hour away here) the record is decided first, so the
+    mail's ``mail_sent`` and ``mail_delivered`` come before the sender's ``completed`` in the
+    store's one order of events. An end taken straight past the record (session 25's
+    reverted ``end_alone`` with its one-report check dropped) had its ``completed`` first,
+    the mail's record after (at the supervisor's next message)."""
+    monkeypatch.setattr("subagents.actors.deadlines.TICK_S", 3600.0)
+    ready, go = threading.Event(), threading.Event()
+    child: list[str] = []
+
+    async def receiver(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=WAIT)
+        await ctx.receive(timeout=WAIT)  # (nothing comes: the close ends it)
+        return "done"
+
+    async def sender(ctx: AgentContext) -> str:
+        child.append(await ctx.spawn("receiver", "r", background=True))
+        ready.set()
+        assert go.wait(WAIT)
+        await ctx.send(child[0], "hello")  # by run id: straight; its record put in line
+        return "sent"  # its end: put in line after the record, and the supervisor woken
+
+    agents = [FunctionAgent.create("receiver", receiver), FunctionAgent.create("sender", sender)]
+    store = MemoryStore()  # (groups do not linger: where an end alone is decided straight)
+    with Runtime(agents, store=store, **QUIET) as rt:
+        handle = rt.spawn("sender", "s")
+        assert ready.wait(WAIT)
+        wait_until(lambda: rt.status(child[0]).status is RunStatus.WAITING, "the receiver waits")
+        supervisor: Any = rt._hosting.supervisor
+        late = supervisor._ref._actor_weakref().late  # (pykka holds its actor weakly)
+        late.delay = 3600.0  # a record in line waits for the supervisor's next message
+        go.set()
+        assert handle.result(timeout=WAIT).result == "sent"
+        rt.status(child[0])  # (an ask: whatever was left in line is taken first)
+        order = [(s.event.run_id, s.event.kind) for s in store.events_after(0, limit=10_000)]
+        before_the_end = order[: order.index((handle.run_id, EventKind.COMPLETED))]
+        assert (handle.run_id, EventKind.MAIL_SENT) in before_the_end, order
+        assert (child[0], EventKind.MAIL_DELIVERED) in before_the_end, order
