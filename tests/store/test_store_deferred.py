@@ -246,11 +246,12 @@ def test_a_read_inside_a_batch_begins_it_so_a_read_modify_write_stays_atomic(
     assert sorted(r.run_id for r in store.list_runs()) == ["r0", "r1"]
 
 
-def test_held_events_go_sixteen_to_a_statement_in_order(sqlite_store: SQLiteStore) -> None:
-    """40 held events: two statements of 16 rows and one of the 8 left
-    (``deferred.MANY_ROWS``), not 40 statements, nor 8 for the 8 left (seen failing: 2 + 8
-    before session 19); each its own number, in the order appended. Seen failing with the
-    rows sent one statement each (40 statements)."""
+def test_held_events_of_one_run_go_as_one_row_each_its_own_number(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """40 held events of one run: one statement, one row (``sqlite_event_groups``), not 40
+    rows; each still its own number, in the order appended. Seen failing with the rows sent
+    16 to a statement as before v13 (3 statements, 40 rows)."""
     statements: list[str] = []
     sqlite_store._tx.connection().set_trace_callback(statements.append)
     with sqlite_store.batch():
@@ -258,12 +259,11 @@ def test_held_events_go_sixteen_to_a_statement_in_order(sqlite_store: SQLiteStor
             sqlite_store.append_event(event("r1", n=i))
     sqlite_store._tx.connection().set_trace_callback(None)
     inserts = [s for s in statements if s.startswith("INSERT INTO events")]
-    assert len(inserts) == 2 + 1
-    assert inserts[-1].count("), (") == 8 - 1  # the 8 left: one statement's rows
+    assert len(inserts) == 1
     stored = SQLiteStore(sqlite_store.path)
     assert [e.data["n"] for e in stored.events("r1")] == list(range(40))
-    seqs = [s.seq for s in stored.events_after(0)]
-    assert seqs == sorted(set(seqs)) and len(seqs) == 40
+    assert [s.seq for s in stored.events_after(0)] == list(range(1, 41))
+    assert stored.last_event_seq() == 40
     stored.close()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 Params = tuple[Any, ...]
@@ -31,6 +32,11 @@ held rows of it sent n to a statement, not one statement each (``executemany`` r
 statement once per row: binding, a step that lets go of the GIL and takes it back, and an
 ``AUTOINCREMENT`` key's ``sqlite_sequence`` row written again). Filled by the tables that
 hold many rows per batch (``sqlite_events``: two events per durable mail, the supervisor's)."""
+
+
+GROUPED: dict[str, Callable[[list[Params]], list[tuple[str, Params]]]] = {}
+"""A held statement -> what turns its held rows of one stretch (in order) into the
+statements sent instead (``sqlite_event_groups``: a batch's events of one run as one row)."""
 
 
 def many_rows(sql: str, n: int) -> None:
@@ -145,8 +151,13 @@ def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
     sql = entries[0][1]
     sent = len(rows)  # all of them named in an error, whichever statement of them failed
     try:
-        if len(rows) == 1:
+        if len(rows) == 1 and sql not in GROUPED:
             conn.execute(sql, rows[0])
+            return
+        grouped = GROUPED.get(sql)
+        if grouped is not None:
+            for one, params in grouped(rows):
+                conn.execute(one, params)
             return
         many = MANY_ROWS.get(sql)
         if many is not None:

@@ -7,10 +7,21 @@ other processes (``subagents watch``, the web console) poll to follow the store 
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import msgspec
 
 from subagents.messages import Event, StoredEvent
 from subagents.store.deferred import many_rows
+from subagents.store.sqlite_event_groups import (
+    GROUP_KIND,
+    HELD_EVENT,
+    expand,
+    in_order,
+    item_text,
+    item_text_checked,
+)
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _decoder = msgspec.json.Decoder(Event)
@@ -27,7 +38,20 @@ class EventRows:
 
     def append_event(self, event: Event) -> None:
         kind = event.kind._value_  # (the member's own attribute: ``.value`` is 2 Python calls)
-        self.tx.defer(
+        tx = self.tx
+        if tx.in_batch:  # held: one row per run of what the batch sends together
+            text = item_text(event)
+            if text is None:  # checked as a row: what is wrong said now, nothing held
+                encode_row(event, _decoder, f"an event of run {event.run_id}")
+                text = item_text_checked(event)
+            tx.defer(
+                "events",
+                HELD_EVENT,
+                (event.run_id, kind, event.ts, text, event),
+                f"appending a {kind} event of run {event.run_id}",
+            )
+            return
+        tx.defer(
             "events",
             APPEND_EVENT,
             (
@@ -39,24 +63,52 @@ class EventRows:
             f"appending a {kind} event of run {event.run_id}",
         )
 
+    def _numbered(self, rows: list[Any]) -> tuple[list[tuple[int, Event]], int]:
+        """``rows`` (seq, kind, event) as numbered events, and the last number they cover
+        (a group row's stretch may end above its own: ``sqlite_event_groups``)."""
+        out: list[tuple[int, Event]] = []
+        top = 0
+        tx = self.tx
+        for seq, kind, raw in rows:
+            if kind == GROUP_KIND:
+                events, top = expand(seq, raw, functools.partial(_decode, tx, seq))
+                out.extend(events)
+            else:
+                out.append((seq, tx.decode(_decoder, raw, "events", seq)))
+                top = seq
+        return out, top
+
     def events(self, run_id: str) -> list[Event]:
         rows = self.tx.read(
-            "SELECT seq, event FROM events WHERE run_id = ? ORDER BY seq",
+            "SELECT seq, kind, event FROM events WHERE run_id = ? ORDER BY seq",
             (run_id,),
             f"reading the events of run {run_id}",
         )
-        return [self.tx.decode(_decoder, raw, "events", seq) for seq, raw in rows]
+        return [event for _, event in self._numbered(rows)[0]]
 
     def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        limit = max(0, limit)
         rows = self.tx.read(
-            "SELECT seq, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            (seq, max(0, limit)),
+            "SELECT seq, kind, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, limit),
             f"reading the events after number {seq}",
         )
-        return [
-            StoredEvent(seq=n, event=self.tx.decode(_decoder, raw, "events", n)) for n, raw in rows
-        ]
+        numbered, top = self._numbered(rows)
+        if len(rows) == limit and rows and top > rows[-1][0]:
+            # the last row's stretch goes on: its other rows hold numbers below this one's
+            more = self.tx.read(
+                "SELECT seq, kind, event FROM events WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (rows[-1][0], top),
+                f"reading the events after number {seq}",
+            )
+            numbered.extend(self._numbered(more)[0])
+        return in_order(numbered, seq, limit)
 
     def last_event_seq(self) -> int:
         rows = self.tx.read("SELECT MAX(seq) FROM events", (), "reading the last event's number")
         return int(rows[0][0] or 0)
+
+
+def _decode(tx: Transactions, seq: int, decoder: Any, raw: str) -> Any:
+    """A group row decoded, named as its row if damaged."""
+    return tx.decode(decoder, raw, "events", seq)
