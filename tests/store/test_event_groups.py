@@ -125,7 +125,7 @@ def test_a_damaged_group_row_is_named(db_path: Path) -> None:
     """A group row that cannot be read is named by its number, as any damaged row is."""
     store = SQLiteStore(db_path)
     with store.batch():
-        for event in _events(4, 5):
+        for event in _events(12, 5):  # five runs: some run has two, a row of its own
             store.append_event(event)
     conn = sqlite3.connect(db_path)
     (seq, run), *_ = conn.execute("SELECT seq, run_id FROM events WHERE kind = 'events'")

@@ -46,6 +46,11 @@ def many_rows(sql: str, n: int) -> None:
     MANY_ROWS[sql] = (n, _joined(sql, n))
 
 
+def joined(sql: str, n: int) -> str:
+    """``sql`` (``INSERT ... VALUES (?, ...)``) for ``n`` rows (one statement each ``n``)."""
+    return _joined(sql, n)
+
+
 @functools.lru_cache(maxsize=64)
 def _joined(sql: str, n: int) -> str:
     """``sql`` (``INSERT ... VALUES (?, ...)``) for ``n`` rows. The rows a group of the

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import Event, EventKind, StoredEvent
-from subagents.store.deferred import GROUPED, Params
+from subagents.store.deferred import GROUPED, Params, joined
 from subagents.store.row_checks import READS_BACK
 
 GROUP_KIND = "events"
@@ -86,9 +86,6 @@ def item_text_checked(event: Event) -> str:
 def statements(rows: list[Params]) -> list[tuple[str, Params]]:
     """The statements of a stretch's held events (``HELD_EVENT`` rows, in the order held):
     one row as the row it always was; several as a row per run (see the module)."""
-    if len(rows) == 1:
-        run_id, kind, ts, _, alone = rows[0]
-        return [(_PLAIN, (run_id, kind, ts, _encoder.encode(alone).decode("utf-8")))]
     total = len(rows)
     runs: dict[str, list[tuple[int, Params]]] = {}
     for number, row in enumerate(rows, 1):
@@ -97,6 +94,8 @@ def statements(rows: list[Params]) -> list[tuple[str, Params]]:
             runs[row[0]] = [(number, row)]
         else:
             its.append((number, row))
+    if len(runs) == total:  # no run has two: rows of their own, as many to a statement as
+        return _plain(rows)  # before (a group per mail: valgrind's slow clock, a slow machine)
     out: list[tuple[str, Params]] = []
     below = 0  # the number the previous row took, above the stretch's base
     for its in sorted(runs.values(), key=lambda items: items[-1][0]):
@@ -112,6 +111,21 @@ def statements(rows: list[Params]) -> list[tuple[str, Params]]:
         below = top
     return out
 
+
+def _plain(rows: list[Params]) -> list[tuple[str, Params]]:
+    """``rows`` as rows of their own, ``_MANY`` to a statement, numbered as inserted."""
+    out: list[tuple[str, Params]] = []
+    for start in range(0, len(rows), _MANY):
+        chunk = rows[start : start + _MANY]
+        values: list[Any] = []
+        for run_id, kind, ts, _, event in chunk:
+            values += (run_id, kind, ts, _encoder.encode(event).decode("utf-8"))
+        out.append((joined(_PLAIN, len(chunk)), tuple(values)))
+    return out
+
+
+_MANY = 16
+"""Plain rows to a statement (as ``deferred.MANY_ROWS`` sends the rows of other tables)."""
 
 GROUPED[HELD_EVENT] = statements
 
