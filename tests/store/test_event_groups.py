@@ -137,3 +137,45 @@ def test_a_damaged_group_row_is_named(db_path: Path) -> None:
     with pytest.raises(StoreError, match=rf"cannot read events row {seq}"):
         store.events_after(0)
     store.close()
+
+
+def _nested(depth: int) -> dict[str, object]:
+    data: dict[str, object] = {}
+    for _ in range(depth):
+        data = {"a": data}
+    return data
+
+
+def test_an_event_nested_near_the_decoders_limit_reads_back_in_a_batch(tmp_path: Path) -> None:
+    """An event whose data is nested as deep as a row of its own still reads back is written
+    in a batch and read back too: a group row holds it two levels deeper, past the decoder's
+    limit, so a long event is a row of its own. Seen failing with it grouped (the run's
+    events and every page of ``events_after`` over it unreadable after, on a file whose
+    rows main's code read)."""
+    deepest = 0
+    for depth in range(1000, 900, -1):  # the deepest a row of its own takes and reads back
+        store = SQLiteStore(tmp_path / f"row{depth}.db")
+        try:
+            store.append_event(Event(**{**_fields(_events(1, 0)[0]), "data": _nested(depth)}))
+            store.events("r0")
+            store.events_after(0)
+        except (ValueError, StoreError, RecursionError):
+            continue
+        finally:
+            store.close()
+        deepest = depth
+        break
+    assert deepest > 900
+    first = _events(1, 0)[0]
+    deep = Event(**{**_fields(first), "data": _nested(deepest)})
+    other = Event(**{**_fields(first), "run_id": "other"})
+    store = SQLiteStore(tmp_path / "grouped.db")
+    try:
+        with store.batch():
+            for event in (first, deep, other, first):
+                store.append_event(event)
+        assert store.events(first.run_id) == [first, deep, first]
+        assert [s.event for s in store.events_after(0)] == [first, deep, other, first]
+        assert [s.seq for s in store.events_after(0)] == [1, 2, 3, 4]
+    finally:
+        store.close()

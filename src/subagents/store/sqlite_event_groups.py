@@ -69,18 +69,14 @@ _sure = READS_BACK[Event]
 def item_text(event: Event) -> str | None:
     """The event's own part of a group's document (``[kind, ts, data]``) if the event surely
     reads back (``row_checks``: its fields' types, a finite time, a short document); None
-    when not, or when it cannot be encoded: the caller checks it as a row (``encode_row``)
-    and says what was wrong."""
+    when not, or when it cannot be encoded: the caller checks it as a row (``encode_row``),
+    says what was wrong, and writes it as a row of its own (a long document may be nested
+    near the decoder's limit, which a group row's two levels more would pass)."""
     try:
         raw = _encoder.encode((event.kind, event.ts, event.data))
     except (TypeError, msgspec.EncodeError):
         return None
     return raw.decode("utf-8") if _sure(event, raw) else None
-
-
-def item_text_checked(event: Event) -> str:
-    """``item_text`` of an event ``encode_row`` found readable back (not surely at sight)."""
-    return _encoder.encode((event.kind, event.ts, event.data)).decode("utf-8")
 
 
 def statements(rows: list[Params]) -> list[tuple[str, Params]]:

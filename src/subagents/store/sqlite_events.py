@@ -20,7 +20,6 @@ from subagents.store.sqlite_event_groups import (
     expand,
     in_order,
     item_text,
-    item_text_checked,
 )
 from subagents.store.sqlite_tx import Transactions, encode_row
 
@@ -39,11 +38,12 @@ class EventRows:
     def append_event(self, event: Event) -> None:
         kind = event.kind._value_  # (the member's own attribute: ``.value`` is 2 Python calls)
         tx = self.tx
-        if tx.in_batch:  # held: one row per run of what the batch sends together
-            text = item_text(event)
-            if text is None:  # checked as a row: what is wrong said now, nothing held
-                encode_row(event, _decoder, f"an event of run {event.run_id}")
-                text = item_text_checked(event)
+        # held in a batch: one row per run of what the batch sends together, if the event
+        # surely reads back inside a group row (``item_text``). One that does not (a long
+        # document: it may be nested near the decoder's limit, which a group row's two
+        # levels more would pass) is checked and written as a row of its own, as before.
+        text = item_text(event) if tx.in_batch else None
+        if text is not None:
             tx.defer(
                 "events",
                 HELD_EVENT,
