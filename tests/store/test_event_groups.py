@@ -179,3 +179,34 @@ def test_an_event_nested_near_the_decoders_limit_reads_back_in_a_batch(tmp_path:
         assert [s.seq for s in store.events_after(0)] == [1, 2, 3, 4]
     finally:
         store.close()
+
+
+def test_pages_read_alike_after_a_run_s_rows_are_deleted(tmp_path: Path) -> None:
+    """A swept run's rows deleted (``sqlite_sweep``: ``DELETE FROM events WHERE run_id``)
+    from both files: a group row holds one run's events, so the others read as before,
+    at every page, with ``events_after`` reading group rows in chunks."""
+    events = _events(200, 4)
+    rows = SQLiteStore(tmp_path / "rows.db")
+    grouped = SQLiteStore(tmp_path / "grouped.db")
+    try:
+        for event in events:
+            rows.append_event(event)
+        with grouped.batch():
+            for event in events[:100]:
+                grouped.append_event(event)
+        with grouped.batch():
+            for event in events[100:]:
+                grouped.append_event(event)
+        for path in ("rows.db", "grouped.db"):
+            conn = sqlite3.connect(tmp_path / path)
+            conn.execute("DELETE FROM events WHERE run_id IN ('r1', 'r3')")
+            conn.commit()
+            conn.close()
+        for after in range(0, len(events) + 1):
+            for limit in (1, 3, 16, 40, 1000):
+                assert grouped.events_after(after, limit=limit) == rows.events_after(
+                    after, limit=limit
+                ), (after, limit)
+    finally:
+        rows.close()
+        grouped.close()

@@ -87,26 +87,46 @@ class EventRows:
         return [event for _, event in self._numbered(rows)[0]]
 
     def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        """Read in chunks of rows, each read on to the end of its last row's stretch (so
+        every row not read holds only numbers above all read), until ``limit`` events above
+        ``seq`` are read: a chunk's rows sized by the events per row seen so far, so a page
+        of group rows decodes about ``limit`` events, not ``limit`` rows' (~20x as many)."""
         limit = max(0, limit)
-        rows = self.tx.read(
-            "SELECT seq, kind, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            (seq, limit),
-            f"reading the events after number {seq}",
-        )
-        numbered, top = self._numbered(rows)
-        if len(rows) == limit and rows and top > rows[-1][0]:
-            # the last row's stretch goes on: its other rows hold numbers below this one's
-            more = self.tx.read(
-                "SELECT seq, kind, event FROM events WHERE seq > ? AND seq <= ? ORDER BY seq",
-                (rows[-1][0], top),
+        numbered: list[tuple[int, Event]] = []
+        above, after, rows_read, rows_wanted = 0, seq, 0, min(limit, _FIRST_ROWS)
+        while above < limit:
+            rows = self.tx.read(
+                "SELECT seq, kind, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after, rows_wanted),
                 f"reading the events after number {seq}",
             )
-            numbered.extend(self._numbered(more)[0])
+            got, top = self._numbered(rows)
+            if rows and top > rows[-1][0]:
+                # the last row's stretch goes on: its other rows hold numbers below this one's
+                more = self.tx.read(
+                    "SELECT seq, kind, event FROM events WHERE seq > ? AND seq <= ? ORDER BY seq",
+                    (rows[-1][0], top),
+                    f"reading the events after number {seq}",
+                )
+                got.extend(self._numbered(more)[0])
+                rows_read += len(more)
+            rows_read += len(rows)
+            numbered.extend(got)
+            above += sum(1 for n, _ in got if n > seq)
+            if len(rows) < rows_wanted:
+                break  # every row above ``seq`` read
+            after = max(top, rows[-1][0])
+            per_row = max(1, above // rows_read)  # (each row read holds 1 or more)
+            rows_wanted = -(-(limit - above) // per_row)
         return in_order(numbered, seq, limit)
 
     def last_event_seq(self) -> int:
         rows = self.tx.read("SELECT MAX(seq) FROM events", (), "reading the last event's number")
         return int(rows[0][0] or 0)
+
+
+_FIRST_ROWS = 16
+"""The rows ``events_after`` reads first (then as many as the events per row seen ask)."""
 
 
 def _decode(tx: Transactions, seq: int, decoder: Any, raw: str) -> Any:
