@@ -61,6 +61,7 @@ from typing import Any
 from _common import LoadWindow, emit, parse_args, quiet_logs
 from mail import least_durable_pingpong, runtime_rate
 from spawn import role_of
+from subagents.messages import EventKind
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 
@@ -255,13 +256,21 @@ def without_mail_events() -> Iterator[None]:
 
 
 def mail_event_rows(path: Path) -> int:
-    """The ``mail_sent`` and ``mail_delivered`` rows of the store file at ``path``."""
-    conn = sqlite3.connect(path)
+    """The ``mail_sent`` and ``mail_delivered`` events the store file at ``path`` holds, as
+    its readers count them (since schema v13 a row may hold several of a run's events:
+    ``store/sqlite_event_groups.py``; the key keeps its name)."""
+    store = SQLiteStore(path)
     try:
-        query = "SELECT COUNT(*) FROM events WHERE kind IN ('mail_sent', 'mail_delivered')"
-        return int(conn.execute(query).fetchone()[0])
+        count, after = 0, 0
+        while page := store.events_after(after, limit=10_000):
+            count += sum(s.event.kind in _MAIL_EVENTS for s in page)
+            after = page[-1].seq
+        return count
     finally:
-        conn.close()
+        store.close()
+
+
+_MAIL_EVENTS = (EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED)
 
 
 class Durable:

@@ -246,11 +246,12 @@ def test_a_read_inside_a_batch_begins_it_so_a_read_modify_write_stays_atomic(
     assert sorted(r.run_id for r in store.list_runs()) == ["r0", "r1"]
 
 
-def test_held_events_go_sixteen_to_a_statement_in_order(sqlite_store: SQLiteStore) -> None:
-    """40 held events: two statements of 16 rows and one of the 8 left
-    (``deferred.MANY_ROWS``), not 40 statements, nor 8 for the 8 left (seen failing: 2 + 8
-    before session 19); each its own number, in the order appended. Seen failing with the
-    rows sent one statement each (40 statements)."""
+def test_held_events_of_one_run_go_as_one_row_each_its_own_number(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """40 held events of one run: one statement, one row (``sqlite_event_groups``), not 40
+    rows; each still its own number, in the order appended. Seen failing with the rows sent
+    16 to a statement as before v13 (3 statements, 40 rows)."""
     statements: list[str] = []
     sqlite_store._tx.connection().set_trace_callback(statements.append)
     with sqlite_store.batch():
@@ -258,12 +259,11 @@ def test_held_events_go_sixteen_to_a_statement_in_order(sqlite_store: SQLiteStor
             sqlite_store.append_event(event("r1", n=i))
     sqlite_store._tx.connection().set_trace_callback(None)
     inserts = [s for s in statements if s.startswith("INSERT INTO events")]
-    assert len(inserts) == 2 + 1
-    assert inserts[-1].count("), (") == 8 - 1  # the 8 left: one statement's rows
+    assert len(inserts) == 1
     stored = SQLiteStore(sqlite_store.path)
     assert [e.data["n"] for e in stored.events("r1")] == list(range(40))
-    seqs = [s.seq for s in stored.events_after(0)]
-    assert seqs == sorted(set(seqs)) and len(seqs) == 40
+    assert [s.seq for s in stored.events_after(0)] == list(range(1, 41))
+    assert stored.last_event_seq() == 40
     stored.close()
 
 
@@ -272,13 +272,15 @@ def test_a_held_event_that_fails_after_sixteen_sent_together_is_named_with_its_c
 ) -> None:
     """17 held events: the first 16 go as one statement and succeed, the 17th (too big for
     the store) fails alone. The error must not name the first event as the one that failed:
-    it names it with the count of the writes sent with it, as for any run of held rows."""
+    a long event (over ``row_checks.SURE_EVENT_BYTES``) is held as a row of its own, not in
+    the others' group (``sqlite_events``), so the error names it, alone."""
     store = SQLiteStore(db_path, max_bytes=256 * 1024)
     with pytest.raises(StoreError) as caught, store.batch():
         for i in range(16):
             store.append_event(event(f"small{i}"))
         store.append_event(event("huge", blob="x" * 400_000))
     message = str(caught.value)
-    assert "appending a step event of run small0 (or one of the 16 writes sent with it)" in message
+    assert "appending a step event of run huge" in message
+    assert "small0" not in message
     assert "disk full" in message
     assert SQLiteStore(db_path).events_after(0) == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 Params = tuple[Any, ...]
@@ -33,11 +34,21 @@ statement once per row: binding, a step that lets go of the GIL and takes it bac
 hold many rows per batch (``sqlite_events``: two events per durable mail, the supervisor's)."""
 
 
+GROUPED: dict[str, Callable[[list[Params]], list[tuple[str, Params]]]] = {}
+"""A held statement -> what turns its held rows of one stretch (in order) into the
+statements sent instead (``sqlite_event_groups``: a batch's events of one run as one row)."""
+
+
 def many_rows(sql: str, n: int) -> None:
     """Send ``n`` held rows of ``sql`` (``INSERT ... VALUES (?, ...)``, nothing after its
     values) as one statement (``MANY_ROWS``); the rows left over (fewer than ``n``) as one
     statement of their count (``_joined``)."""
     MANY_ROWS[sql] = (n, _joined(sql, n))
+
+
+def joined(sql: str, n: int) -> str:
+    """``sql`` (``INSERT ... VALUES (?, ...)``) for ``n`` rows (one statement each ``n``)."""
+    return _joined(sql, n)
 
 
 @functools.lru_cache(maxsize=64)
@@ -145,8 +156,13 @@ def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
     sql = entries[0][1]
     sent = len(rows)  # all of them named in an error, whichever statement of them failed
     try:
-        if len(rows) == 1:
+        if len(rows) == 1 and sql not in GROUPED:
             conn.execute(sql, rows[0])
+            return
+        grouped = GROUPED.get(sql)
+        if grouped is not None:
+            for one, params in grouped(rows):
+                conn.execute(one, params)
             return
         many = MANY_ROWS.get(sql)
         if many is not None:

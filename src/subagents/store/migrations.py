@@ -292,6 +292,14 @@ _MAIL_V12 = """CREATE TABLE mail_v12 (
 """v11's mail table (v1's, with v9's and v11's columns), its key without ``AUTOINCREMENT``."""
 
 
+def v12_to_v13(conn: sqlite3.Connection) -> None:
+    """v13: a batch's events of one run may be one row of ``events`` (``kind`` ``events``:
+    ``store.sqlite_event_groups``), holding each event with its number. No table changes:
+    the version says that a process of before v13, which would read such a row as damaged,
+    must not open the file."""
+    del conn
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     v1_to_v2,
     v2_to_v3,
@@ -304,6 +312,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v9_to_v10,
     v10_to_v11,
     v11_to_v12,
+    v12_to_v13,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
