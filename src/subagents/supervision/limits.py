@@ -36,6 +36,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     finished runs included, a restart not counted again); past it a spawn in the tree is
     refused naming the limit (None: no bound). Kept across a restore (recounted from the
     store) and on a cluster (the supervisor admits for every node).
+    ``max_background_shells_per_run`` / ``max_background_shells``: the background shells
+    (Bash's ``run_in_background``) one run, and all the runtime's runs, may hold at once (a
+    shell holds its slot while it or any process it started runs); past either, a start is
+    a tool error naming the limit and how to free a slot (``tools/shell_limits.py``).
     """
 
     max_depth: int = 3
@@ -54,6 +58,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """The largest task (or context), mail and result, in characters: past it the spawn, the
     mail or the run is refused with an error naming the size and the cap."""
     max_runs_per_tree: int | None = None
+    max_background_shells_per_run: int = 16
+    max_background_shells: int = 64
 
     def __post_init__(self) -> None:
         for field in (
@@ -63,6 +69,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             "queue_bound",
             "max_turns",
             "max_text_chars",
+            "max_background_shells_per_run",
+            "max_background_shells",
         ):
             value = getattr(self, field)
             if not _is_int(value) or value < 1:

@@ -268,16 +268,28 @@ def run_bash_output(arguments: Mapping[str, Any], ctx: ToolContext | None) -> st
 
 
 def run_kill_shell(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
+    """Kill a background shell, and free its slot (``ShellLimits``): a shell whose command
+    ended still holds one while processes it started run (a daemon), so those are killed
+    too, said in the answer; a shell with nothing left running is not running, as in
+    Claude Code."""
     ctx = need_context("KillShell", ctx)
     args = decode_input("KillShell", KillShellInput, arguments)
-    process = _shell(ctx, args.shell_id)
-    if process.exit_code() is not None:
+    process = ctx.processes.shell(ctx.run_id, args.shell_id)
+    if process is None:
+        raise ToolError(f"No shell found with ID: {args.shell_id}")
+    code = process.exit_code()
+    if code is not None and process.poll() is not None:
         ctx.processes.release(process)
         raise ToolError(
             f"Shell {args.shell_id} is not running, so cannot be killed (status: completed)"
         )
     ctx.processes.kill(process, "KillShell")
     ctx.processes.release(process)
+    if code is not None:
+        return (
+            f"Successfully killed shell: {args.shell_id} ({process.command}): it had ended"
+            f" (exit code {code}); the processes it left running were killed"
+        )
     return f"Successfully killed shell: {args.shell_id} ({process.command})"
 
 
