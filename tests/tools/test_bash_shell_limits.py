@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from marked import hidden_daemon, kill_marked, marked, new_mark, until_ready
 from subagents.supervision.limits import LimitError, Limits
 from subagents.tools.base import ToolError
 from subagents.tools.builtin import builtin_tools
@@ -19,8 +20,6 @@ from subagents.tools.shell_limits import ShellLimits
 
 from .conftest import make_context, wait_until
 from .test_bash import bash
-from .test_bash_escapes import alive, pid_in
-from .test_bash_reaper import hidden, until_pid
 
 TOOLS = builtin_tools()
 
@@ -116,16 +115,20 @@ def test_a_shell_whose_daemon_runs_holds_its_slot_until_killshell(
 ) -> None:
     """Its shell ended, but its reaper holds a daemon (what a slot bounds): KillShell kills
     that and frees the slot, even after BashOutput read the shell to its end."""
-    pidfile = repo / "pid"
-    lingering = background(ctx, f"{hidden(pidfile)} {until_pid(pidfile)}; exit 3")
-    daemon = pid_in(pidfile)
-    wait_until(lambda: "<exit_code>3</exit_code>" in status(ctx, lingering), what="its end")
-    background(ctx)
-    refused(ctx)
-    killed = TOOLS["KillShell"].call({"shell_id": lingering}, ctx)
-    assert "it had ended (exit code 3)" in killed
-    wait_until(lambda: not alive(daemon), what="the daemon killed by KillShell")
-    background(ctx)
+    mark, ready = new_mark(), repo / "ready"
+    try:
+        started = f"{hidden_daemon(mark, ready)} {until_ready(ready)} exit 3"
+        lingering = background(ctx, started)
+        wait_until(lambda: "<exit_code>3</exit_code>" in status(ctx, lingering), what="its end")
+        wait_until(lambda: bool(marked(mark, exactly=True)), what="the daemon running on")
+        background(ctx)
+        refused(ctx)
+        killed = TOOLS["KillShell"].call({"shell_id": lingering}, ctx)
+        assert "it had ended (exit code 3)" in killed
+        assert marked(mark) == []  # killed, and reaped by its reaper before it ended
+        background(ctx)
+    finally:
+        kill_marked(mark)
 
 
 def test_killshell_of_a_shell_with_nothing_left_says_it_is_not_running(

@@ -105,7 +105,8 @@ BASH_DESCRIPTION = """Executes a given bash command with an optional timeout, in
 - Output (stdout and stderr together) over 30000 characters is truncated; past 64 MB it is
   dropped and the command's next write fails (a closed pipe).
 - run_in_background: true starts the command and returns its shell ID at once; read its
-  output with BashOutput, stop it with KillShell. It is killed when your run ends.
+  output with BashOutput, stop it with KillShell. It is killed when your run ends. A run
+  holds a limited number at once (16 by default): KillShell the ones you no longer need.
 - Avoid `find`, `grep`, `cat`, `head`, `tail`, `ls`: use Glob, Grep, Read and LS instead."""
 
 BASH_OUTPUT_DESCRIPTION = """Retrieves output from a running or completed background bash
