@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 
 from marked import hidden_daemon, kill_marked, marked, new_mark, until_ready
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunStatus, ToolResultBlock
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
 from subagents.supervision.limits import LimitError, Limits
 from subagents.tools.base import ToolError
 from subagents.tools.builtin import builtin_tools
@@ -18,7 +22,7 @@ from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.shell_limits import ShellLimits
 
-from .conftest import make_context, wait_until
+from .conftest import WAIT, make_context, wait_until
 from .test_bash import bash
 
 TOOLS = builtin_tools()
@@ -167,3 +171,23 @@ def test_a_limit_must_be_a_positive_integer(bad: object) -> None:
         ShellLimits(per_run=bad)  # type: ignore[arg-type]
     with pytest.raises(LimitError, match="max_background_shells must be a positive integer"):
         Limits(max_background_shells=bad)  # type: ignore[arg-type]
+
+
+def test_the_runtimes_limits_bound_a_runs_shells(repo: Path) -> None:
+    """``Limits.max_background_shells_per_run`` reaches the runtime's process groups: the
+    model's second shell is refused as a tool error, and its run goes on to complete."""
+    start = {"name": "Bash", "input": {"command": "sleep 300", "run_in_background": True}}
+    model = ScriptedModel({"shells": [{"tool_calls": [start, start]}, "done"]})
+    spec = AgentSpec(name="shells", description="Starts shells.", prompt="Act.")
+    with Runtime(
+        [spec], model=model, workspace=repo, permissions="bypassPermissions",
+        limits={"max_background_shells_per_run": 1},
+    ) as rt:  # fmt: skip
+        assert rt.run("shells", "go", wait=WAIT).status is RunStatus.COMPLETED
+    last = model.requests[1].messages[-1]
+    results = sorted(
+        (b for b in last.content if isinstance(b, ToolResultBlock)), key=lambda b: b.is_error
+    )
+    assert [b.is_error for b in results] == [False, True]
+    assert "Command running in background with ID: bash_" in str(results[0].content)
+    assert "Limits.max_background_shells_per_run" in str(results[1].content)
