@@ -191,3 +191,9 @@ def test_the_runtimes_limits_bound_a_runs_shells(repo: Path) -> None:
     assert [b.is_error for b in results] == [False, True]
     assert "Command running in background with ID: bash_" in str(results[0].content)
     assert "Limits.max_background_shells_per_run" in str(results[1].content)
+
+
+def test_a_runs_limit_above_the_runtimes_is_refused_naming_both() -> None:
+    with pytest.raises(LimitError, match=r"max_background_shells_per_run \(80\) is above"):
+        Limits(max_background_shells_per_run=80)
+    assert Limits(max_background_shells_per_run=80, max_background_shells=80)

@@ -83,6 +83,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
                 f"limit max_children ({shown(self.max_children)}) is above max_children_cap"
                 f" ({shown(self.max_children_cap)}); raise the cap too"
             )
+        _check_shells(self.max_background_shells_per_run, self.max_background_shells)
         if not _is_int(self.max_depth) or self.max_depth < 0:
             raise LimitError(
                 f"limit max_depth must be >= 0 (a whole number), got {shown(self.max_depth)}"
@@ -135,6 +136,15 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         given = [t for t in requested if t is not None and t > 0]
         timeout = min(given) if given else self.timeout_s
         return min(timeout, self.max_timeout_s)
+
+
+def _check_shells(per_run: int, in_all: int) -> None:
+    """A run may not be allowed more background shells than all runs together."""
+    if per_run > in_all:
+        raise LimitError(
+            f"limit max_background_shells_per_run ({shown(per_run)}) is above"
+            f" max_background_shells ({shown(in_all)}); raise that too"
+        )
 
 
 def _is_int(value: object) -> bool:
