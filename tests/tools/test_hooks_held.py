@@ -81,3 +81,23 @@ def test_a_hook_still_reads_its_exit_code_and_stderr(repo: Path) -> None:
         "PreToolUse", {}, tool="Read", cwd=repo, cancel=threading.Event(), log=LOG,
     )  # fmt: skip
     assert outcome.blocked and outcome.reason == "not here"
+
+
+def test_a_hook_slow_to_read_gets_all_of_a_large_body(
+    repo: Path, sandbox: RunSandbox | None
+) -> None:
+    """A body larger than the pipe (64 KiB: a Write's content), read only after the first
+    poll (a slow start: the reaper's interpreter, a loaded machine), reaches the hook whole
+    and its stdin is closed, so its answer counts. With ``communicate(input=...)`` retried
+    after its poll's timeout, the rest was never sent: the hook waited until its timeout,
+    and its block was lost (not blocked)."""
+    content = "x" * 300_000
+    command = 'sleep 0.5; n=$(wc -c); echo "read $n bytes" >&2; exit 2'
+    outcome = run_hooks(
+        hooks_of(command, timeout=30.0), "PreToolUse", {"tool_input": {"content": content}},
+        tool="Write", cwd=repo, cancel=threading.Event(), log=LOG, sandbox=sandbox,
+        temp_dir=repo,
+    )  # fmt: skip
+    assert outcome.blocked, outcome
+    read = int(outcome.reason.split()[1])
+    assert read > len(content)  # all of it: the JSON around the content too

@@ -31,6 +31,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -221,24 +222,26 @@ def _run(
         return -1, "", f"not run: {exc}"
     env = sandbox.environment(temp_dir)
     env["CLAUDE_PROJECT_DIR"] = str(cwd)
+    stdin, feed = os.pipe()
     try:
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
             env=env,
-            stdin=subprocess.PIPE,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=(told,) if told >= 0 else (),
         )
     except BaseException:
-        _close(status)
+        _close(status, feed)
         raise
     finally:
-        _close(told)
+        _close(told, stdin)
     try:
-        return _outcome(proc, hook, body, cancel)
+        _send(feed, body.encode())
+        return _outcome(proc, hook, cancel)
     finally:
         _end(proc, held=status >= 0)
         _close(status)  # after the reaper's end: while it runs, the pipe is its lifeline
@@ -248,18 +251,53 @@ def _reap(told: int) -> list[str]:
     return ["--status-fd", str(told)] if told >= 0 else []
 
 
+def _send(feed: int, body: bytes) -> None:
+    """Write ``body`` to the hook's stdin (``feed``, the pipe's write end) and close it: at
+    once when it fits in the pipe (64 KiB), else the rest from a thread of its own. Why not
+    ``communicate(input=...)``: retried after its timeout (the loop that watches the cancel
+    signal), it neither sends the rest nor closes stdin, so a hook reading a body larger
+    than the pipe that was not read within the first ``POLL_S`` (a slow start: the reaper's
+    interpreter, a loaded machine) waited for the rest until its timeout, and its answer
+    (a PreToolUse guard's block) was lost."""
+    os.set_blocking(feed, False)
+    try:
+        body = body[os.write(feed, body) :]
+    except BlockingIOError:
+        pass
+    except OSError:  # the hook ended without reading it all (EPIPE)
+        body = b""
+    if not body:
+        os.close(feed)
+        return
+    os.set_blocking(feed, True)
+    try:
+        threading.Thread(target=_write_all, args=(feed, body), daemon=True).start()
+    except BaseException:
+        os.close(feed)
+        raise
+
+
+def _write_all(feed: int, body: bytes) -> None:
+    view = memoryview(body)
+    try:
+        while view:
+            view = view[os.write(feed, view) :]
+    except OSError:
+        pass  # the hook ended (or was killed) without reading it all
+    finally:
+        os.close(feed)
+
+
 def _outcome(
-    proc: subprocess.Popen[bytes], hook: HookCommand, body: str, cancel: CancelSignal
+    proc: subprocess.Popen[bytes], hook: HookCommand, cancel: CancelSignal
 ) -> tuple[int, str, str]:
     """The hook's exit code and output, or -1 and why it was cut short."""
     until = time.monotonic() + hook.timeout
-    data: bytes | None = body.encode()
     while True:
         try:
-            out, err = proc.communicate(input=data, timeout=POLL_S)
+            out, err = proc.communicate(timeout=POLL_S)
             break
         except subprocess.TimeoutExpired:
-            data = None  # already sent
             if cancel.is_set():
                 return -1, "", "the run was stopped"
             if time.monotonic() >= until:
