@@ -197,3 +197,13 @@ def test_a_runs_limit_above_the_runtimes_is_refused_naming_both() -> None:
     with pytest.raises(LimitError, match=r"max_background_shells_per_run \(80\) is above"):
         Limits(max_background_shells_per_run=80)
     assert Limits(max_background_shells_per_run=80, max_background_shells=80)
+
+
+def test_the_runtimes_limit_alone_lowers_a_runs_default() -> None:
+    """Lowering the runtime's limit below the per-run default (16) is not refused: a run
+    then gets at most the runtime's, and a per-run limit given is kept."""
+    assert Limits(max_background_shells=8).background_shells_per_run() == 8
+    assert Limits().background_shells_per_run() == 16
+    assert Limits(max_background_shells_per_run=3).background_shells_per_run() == 3
+    with pytest.raises(LimitError, match="max_background_shells_per_run must be a positive"):
+        Limits(max_background_shells_per_run=0)

@@ -212,9 +212,7 @@ class Runtime(RunReads):
             given.discover,
             given.allow_mcp_commands,
             given.mcp_tool_timeout,
-            ShellLimits(
-                self.limits.max_background_shells_per_run, self.limits.max_background_shells
-            ),
+            ShellLimits(self.limits.background_shells_per_run(), self.limits.max_background_shells),
         )
         self.allow_hooks = bool(given.allow_hooks)
         warn_about_hooks(self._agents().values(), self.allow_hooks)

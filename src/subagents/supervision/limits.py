@@ -9,6 +9,8 @@ import msgspec
 MAX_TIMEOUT_S = 3600.0
 CHILDREN_CAP = 50
 """The most live children a definition's ``maxChildren`` gets when no cap is set."""
+SHELLS_PER_RUN = 16
+"""The background shells one run may hold when no limit is set (``tools/shell_limits.py``)."""
 
 
 class LimitError(ValueError):
@@ -58,7 +60,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """The largest task (or context), mail and result, in characters: past it the spawn, the
     mail or the run is refused with an error naming the size and the cap."""
     max_runs_per_tree: int | None = None
-    max_background_shells_per_run: int = 16
+    max_background_shells_per_run: int | None = None
+    """None: ``SHELLS_PER_RUN`` (16), or ``max_background_shells`` when that is lower (so
+    that lowering the runtime's alone is not refused); set, at most ``max_background_shells``."""
     max_background_shells: int = 64
 
     def __post_init__(self) -> None:
@@ -69,7 +73,6 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             "queue_bound",
             "max_turns",
             "max_text_chars",
-            "max_background_shells_per_run",
             "max_background_shells",
         ):
             value = getattr(self, field)
@@ -130,6 +133,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         cap = self.max_children_cap
         return min(requested, cap if cap is not None else max(CHILDREN_CAP, self.max_children))
 
+    def background_shells_per_run(self) -> int:
+        """The background shells one run may hold (``max_background_shells_per_run``)."""
+        per_run = self.max_background_shells_per_run
+        return min(SHELLS_PER_RUN, self.max_background_shells) if per_run is None else per_run
+
     def timeout_for(self, *requested: float | None) -> float:
         """The tightest of the requested timeouts (the default when none is), capped at the
         maximum: a request may ask for more than the default, never more than the maximum."""
@@ -138,8 +146,14 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         return min(timeout, self.max_timeout_s)
 
 
-def _check_shells(per_run: int, in_all: int) -> None:
+def _check_shells(per_run: int | None, in_all: int) -> None:
     """A run may not be allowed more background shells than all runs together."""
+    if per_run is None:
+        return
+    if not _is_int(per_run) or per_run < 1:
+        raise LimitError(
+            f"limit max_background_shells_per_run must be a positive integer, got {shown(per_run)}"
+        )
     if per_run > in_all:
         raise LimitError(
             f"limit max_background_shells_per_run ({shown(per_run)}) is above"

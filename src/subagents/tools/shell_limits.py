@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
 
-PER_RUN = 16
+PER_RUN = 16  # (``supervision.limits.SHELLS_PER_RUN``)
 """Background shells one run may hold at once (``Limits.max_background_shells_per_run``)."""
 PER_RUNTIME = 64
 """Background shells all of a runtime's runs may hold at once (``Limits.max_background_shells``)."""
