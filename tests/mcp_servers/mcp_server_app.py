@@ -1,12 +1,14 @@
 """A real MCP server for the tests, written with the mcp SDK (``MCPServer``), run over stdio.
 
-    python mcp_server_app.py [--name NAME] [--log FILE] [--hold S] [--http PORT | --sse PORT]
+    python mcp_server_app.py [--name NAME] [--log FILE] [--hold S] [--daemon MARK READY]
+        [--http PORT | --sse PORT]
 
 Tools: ``add`` (read-only), ``pid``, ``note`` (appends to ``--log``: a side effect a test can
 count), ``peek`` (read-only, logs too), ``slow`` (sleeps; for stops and deadlines), ``fail``
 (the tool reports an error), ``crash`` (the process dies in the middle of the call, after
 writing to stderr), ``header`` (a request header, over HTTP). Resources: ``notes://readme``
-(text) and ``images://dot`` (a PNG).
+(text) and ``images://dot`` (a PNG). ``--daemon``: at its start the server leaves a daemon
+that hides (a session of its own, an empty environment), ``sleep MARK``, which writes READY.
 """
 
 from __future__ import annotations
@@ -103,7 +105,18 @@ if __name__ == "__main__":
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--sse", type=int, default=None)
     parser.add_argument("--hold", type=float, default=0.0)
+    parser.add_argument("--daemon", nargs=2, default=None, metavar=("MARK", "READY"))
     options = parser.parse_args()
+    if options.daemon is not None:
+        import subprocess
+
+        mark, ready = options.daemon
+        subprocess.Popen(
+            ["setsid", "env", "-i", "/bin/sh", "-c", f"echo ready > {ready}; exec sleep {mark}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        while not os.path.exists(ready):  # started before the server answers
+            time.sleep(0.01)
     app = build(options.name, options.log, options.hold)
     if options.http is not None:
         app.run(transport="streamable-http", host="127.0.0.1", port=options.http)

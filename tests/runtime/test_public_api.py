@@ -55,6 +55,8 @@ BUILT_BY_THE_RUNTIME = {
 runtime's plumbing) are not the public API."""
 
 INTERNAL_ERRORS = {
+    "ShellLimitReached": "a ToolError: Bash's run_in_background past its limit, answered to"
+    " the model as a tool error (tools/shell_limits.py)",
     "ActorGone": "the supervisor stopped: SupervisorRequests raises RuntimeClosed instead",
     "AskRevoked": "a start's ask withdrawn before the supervisor took it: RootRuns raises a"
     " TimeoutError naming what was not started (actors/ask_claims.py)",

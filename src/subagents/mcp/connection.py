@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
+from subagents.tools.held import close_fifo, held_argv, status_fifo
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
 
 if TYPE_CHECKING:
@@ -165,13 +166,7 @@ class ServerConnection:
             self._stderr = tempfile.TemporaryFile(  # noqa: SIM115
                 "w+", encoding="utf-8", errors="replace"
             )
-            argv, env = [config.command, *config.args], dict(config.env) or None
-            if self.sandbox is not None:
-                if shutil.which(config.command) is None:  # said plainly, not by the launcher
-                    raise FileNotFoundError(2, "not found", config.command)
-                self._temp = tempfile.mkdtemp(prefix="subagents-mcp-")
-                argv = self.sandbox.argv(argv, Path(self._temp))  # SandboxRefused: not started
-                env = {"TMPDIR": self._temp, **(env or {})}
+            argv, env = self._held_server(config, stack)
             params = StdioServerParameters(
                 command=argv[0], args=argv[1:], env=env, cwd=config.cwd or self.cwd
             )
@@ -197,6 +192,28 @@ class ServerConnection:
             streamable_http_client(config.url, http_client=client)
         )
         return read, write
+
+    def _held_server(
+        self, config: StdioServer, stack: AsyncExitStack
+    ) -> tuple[list[str], dict[str, str] | None]:
+        """The server's command line and environment: in the run's sandbox (a temporary
+        directory of its own), held by the reaper (``tools/held.py``), so that what the
+        server starts ends with it, at its session's end or the runtime's death. The
+        reaper's status is a FIFO (the SDK passes no descriptor), closed after the transport
+        (registered on ``stack`` first: it is left last)."""
+        env = dict(config.env) or None
+        found = shutil.which(config.command, path=(env or {}).get("PATH"))
+        if found is None and (self.sandbox is not None or os.sep not in config.command):
+            raise FileNotFoundError(2, "not found", config.command)  # said plainly
+        status, fifo = status_fifo()
+        stack.callback(close_fifo, status, fifo)
+        reap = ["--status-path", str(fifo)] if fifo is not None else []
+        if self.sandbox is None:  # a path with a '/' as given: from the server's directory
+            program = config.command if os.sep in config.command else str(found)
+            return held_argv([program, *config.args], Path(), None, reap), env
+        self._temp = tempfile.mkdtemp(prefix="subagents-mcp-")
+        argv = held_argv([config.command, *config.args], Path(self._temp), self.sandbox, reap)
+        return argv, {"TMPDIR": self._temp, **(env or {})}  # SandboxRefused: not started
 
     async def _list_tools(self, session: Any) -> tuple[McpTool, ...]:
         from mcp.types import PaginatedRequestParams

@@ -77,6 +77,7 @@ from subagents.supervision.synthesis import Synthesis
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
+from subagents.tools.shell_limits import ShellLimits
 
 log = get_logger("subagents.runtime")
 
@@ -211,6 +212,7 @@ class Runtime(RunReads):
             given.discover,
             given.allow_mcp_commands,
             given.mcp_tool_timeout,
+            ShellLimits(self.limits.background_shells_per_run(), self.limits.max_background_shells),
         )
         self.allow_hooks = bool(given.allow_hooks)
         warn_about_hooks(self._agents().values(), self.allow_hooks)

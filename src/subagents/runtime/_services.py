@@ -55,6 +55,7 @@ from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
 from subagents.tools.processes import ProcessGroups
+from subagents.tools.shell_limits import ShellLimits
 
 
 class _Closable(Protocol):
@@ -274,13 +275,14 @@ class Services:
         discover: bool,
         allow_mcp_commands: bool = False,
         mcp_tool_timeout: float | None = None,
+        shell_limits: ShellLimits | None = None,
     ) -> tuple[ProcessGroups, McpHub, Worktrees]:
         """What runs' tools start and the runtime ends: process groups; MCP servers (started
         when a run first needs them; ``mcp_tool_timeout``: seconds per call, else
         ``$MCP_TOOL_TIMEOUT``); worktrees (when a run with ``isolation: worktree`` starts;
-        docs/tools.md)."""
+        docs/tools.md); ``shell_limits``: the background shells a run, and all, may hold."""
         call_timeout = mcp_tool_timeout_of(mcp_tool_timeout)  # a bad value starts nothing
-        self.processes = ProcessGroups()
+        self.processes = ProcessGroups(shell_limits=shell_limits)
         self.mcp = McpHub.from_config(
             mcp_servers,
             discover=discover,

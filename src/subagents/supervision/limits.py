@@ -9,6 +9,8 @@ import msgspec
 MAX_TIMEOUT_S = 3600.0
 CHILDREN_CAP = 50
 """The most live children a definition's ``maxChildren`` gets when no cap is set."""
+SHELLS_PER_RUN = 16
+"""The background shells one run may hold when no limit is set (``tools/shell_limits.py``)."""
 
 
 class LimitError(ValueError):
@@ -36,6 +38,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     finished runs included, a restart not counted again); past it a spawn in the tree is
     refused naming the limit (None: no bound). Kept across a restore (recounted from the
     store) and on a cluster (the supervisor admits for every node).
+    ``max_background_shells_per_run`` / ``max_background_shells``: the background shells
+    (Bash's ``run_in_background``) one run, and all the runtime's runs, may hold at once (a
+    shell holds its slot while it or any process it started runs); past either, a start is
+    a tool error naming the limit and how to free a slot (``tools/shell_limits.py``).
     """
 
     max_depth: int = 3
@@ -54,6 +60,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """The largest task (or context), mail and result, in characters: past it the spawn, the
     mail or the run is refused with an error naming the size and the cap."""
     max_runs_per_tree: int | None = None
+    max_background_shells_per_run: int | None = None
+    """None: ``SHELLS_PER_RUN`` (16), or ``max_background_shells`` when that is lower (so
+    that lowering the runtime's alone is not refused); set, at most ``max_background_shells``."""
+    max_background_shells: int = 64
 
     def __post_init__(self) -> None:
         for field in (
@@ -63,6 +73,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             "queue_bound",
             "max_turns",
             "max_text_chars",
+            "max_background_shells",
         ):
             value = getattr(self, field)
             if not _is_int(value) or value < 1:
@@ -75,6 +86,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
                 f"limit max_children ({shown(self.max_children)}) is above max_children_cap"
                 f" ({shown(self.max_children_cap)}); raise the cap too"
             )
+        _check_shells(self.max_background_shells_per_run, self.max_background_shells)
         if not _is_int(self.max_depth) or self.max_depth < 0:
             raise LimitError(
                 f"limit max_depth must be >= 0 (a whole number), got {shown(self.max_depth)}"
@@ -121,12 +133,32 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         cap = self.max_children_cap
         return min(requested, cap if cap is not None else max(CHILDREN_CAP, self.max_children))
 
+    def background_shells_per_run(self) -> int:
+        """The background shells one run may hold (``max_background_shells_per_run``)."""
+        per_run = self.max_background_shells_per_run
+        return min(SHELLS_PER_RUN, self.max_background_shells) if per_run is None else per_run
+
     def timeout_for(self, *requested: float | None) -> float:
         """The tightest of the requested timeouts (the default when none is), capped at the
         maximum: a request may ask for more than the default, never more than the maximum."""
         given = [t for t in requested if t is not None and t > 0]
         timeout = min(given) if given else self.timeout_s
         return min(timeout, self.max_timeout_s)
+
+
+def _check_shells(per_run: int | None, in_all: int) -> None:
+    """A run may not be allowed more background shells than all runs together."""
+    if per_run is None:
+        return
+    if not _is_int(per_run) or per_run < 1:
+        raise LimitError(
+            f"limit max_background_shells_per_run must be a positive integer, got {shown(per_run)}"
+        )
+    if per_run > in_all:
+        raise LimitError(
+            f"limit max_background_shells_per_run ({shown(per_run)}) is above"
+            f" max_background_shells ({shown(in_all)}); raise that too"
+        )
 
 
 def _is_int(value: object) -> bool:

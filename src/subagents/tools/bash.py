@@ -105,7 +105,8 @@ BASH_DESCRIPTION = """Executes a given bash command with an optional timeout, in
 - Output (stdout and stderr together) over 30000 characters is truncated; past 64 MB it is
   dropped and the command's next write fails (a closed pipe).
 - run_in_background: true starts the command and returns its shell ID at once; read its
-  output with BashOutput, stop it with KillShell. It is killed when your run ends.
+  output with BashOutput, stop it with KillShell. It is killed when your run ends. A run
+  holds a limited number at once (16 by default): KillShell the ones you no longer need.
 - Avoid `find`, `grep`, `cat`, `head`, `tail`, `ls`: use Glob, Grep, Read and LS instead."""
 
 BASH_OUTPUT_DESCRIPTION = """Retrieves output from a running or completed background bash
@@ -268,16 +269,28 @@ def run_bash_output(arguments: Mapping[str, Any], ctx: ToolContext | None) -> st
 
 
 def run_kill_shell(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
+    """Kill a background shell, and free its slot (``ShellLimits``): a shell whose command
+    ended still holds one while processes it started run (a daemon), so those are killed
+    too, said in the answer; a shell with nothing left running is not running, as in
+    Claude Code."""
     ctx = need_context("KillShell", ctx)
     args = decode_input("KillShell", KillShellInput, arguments)
-    process = _shell(ctx, args.shell_id)
-    if process.exit_code() is not None:
+    process = ctx.processes.shell(ctx.run_id, args.shell_id)
+    if process is None:
+        raise ToolError(f"No shell found with ID: {args.shell_id}")
+    code = process.exit_code()
+    if code is not None and process.poll() is not None:
         ctx.processes.release(process)
         raise ToolError(
             f"Shell {args.shell_id} is not running, so cannot be killed (status: completed)"
         )
     ctx.processes.kill(process, "KillShell")
     ctx.processes.release(process)
+    if code is not None:
+        return (
+            f"Successfully killed shell: {args.shell_id} ({process.command}): it had ended"
+            f" (exit code {code}); the processes it left running were killed"
+        )
     return f"Successfully killed shell: {args.shell_id} ({process.command})"
 
 

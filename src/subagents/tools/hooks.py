@@ -31,6 +31,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,7 +40,8 @@ from typing import Any, Literal
 
 from subagents.blocking import about_to_block
 from subagents.models.base import CancelSignal
-from subagents.tools.processes import POLL_S, shell
+from subagents.tools.held import held_argv, status_pipe, stop_held
+from subagents.tools.processes import KILL_GRACE_S, POLL_S, shell
 from subagents.tools.sandbox import UNSANDBOXED, RunSandbox, SandboxRefused
 
 EVENTS = ("PreToolUse", "PostToolUse", "Stop")
@@ -209,40 +211,115 @@ def _run(
     sandbox: RunSandbox,
     temp_dir: Path,
 ) -> tuple[int, str, str]:
+    """Run one hook's command, held by the reaper (``tools/held.py``): at its end, its
+    timeout or the run's stop, everything it started is killed, daemons included."""
     about_to_block()
+    status, told = status_pipe()
     try:
-        argv = sandbox.argv([shell(), "-c", hook.command], temp_dir)
+        argv = held_argv([shell(), "-c", hook.command], temp_dir, sandbox, _reap(told))
     except SandboxRefused as exc:
+        _close(status, told)
         return -1, "", f"not run: {exc}"
     env = sandbox.environment(temp_dir)
     env["CLAUDE_PROJECT_DIR"] = str(cwd)
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    until = time.monotonic() + hook.timeout
-    data: bytes | None = body.encode()
+    stdin, feed = os.pipe()
     try:
-        while True:
-            try:
-                out, err = proc.communicate(input=data, timeout=POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                data = None  # already sent
-                if cancel.is_set():
-                    return -1, "", "the run was stopped"
-                if time.monotonic() >= until:
-                    return -1, "", f"hook timed out after {hook.timeout:g} s"
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(told,) if told >= 0 else (),
+        )
+    except BaseException:
+        _close(status, feed)
+        raise
     finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group goes too
+        _close(told, stdin)
+    try:
+        _send(feed, body.encode())
+        return _outcome(proc, hook, cancel)
+    finally:
+        _end(proc, held=status >= 0)
+        _close(status)  # after the reaper's end: while it runs, the pipe is its lifeline
+
+
+def _reap(told: int) -> list[str]:
+    return ["--status-fd", str(told)] if told >= 0 else []
+
+
+def _send(feed: int, body: bytes) -> None:
+    """Write ``body`` to the hook's stdin (``feed``, the pipe's write end) and close it: at
+    once when it fits in the pipe (64 KiB), else the rest from a thread of its own. Why not
+    ``communicate(input=...)``: retried after its timeout (the loop that watches the cancel
+    signal), it neither sends the rest nor closes stdin, so a hook reading a body larger
+    than the pipe that was not read within the first ``POLL_S`` (a slow start: the reaper's
+    interpreter, a loaded machine) waited for the rest until its timeout, and its answer
+    (a PreToolUse guard's block) was lost."""
+    os.set_blocking(feed, False)
+    try:
+        body = body[os.write(feed, body) :]
+    except BlockingIOError:
+        pass
+    except OSError:  # the hook ended without reading it all (EPIPE)
+        body = b""
+    if not body:
+        os.close(feed)
+        return
+    os.set_blocking(feed, True)
+    try:
+        threading.Thread(target=_write_all, args=(feed, body), daemon=True).start()
+    except BaseException:
+        os.close(feed)
+        raise
+
+
+def _write_all(feed: int, body: bytes) -> None:
+    view = memoryview(body)
+    try:
+        while view:
+            view = view[os.write(feed, view) :]
+    except OSError:
+        pass  # the hook ended (or was killed) without reading it all
+    finally:
+        os.close(feed)
+
+
+def _outcome(
+    proc: subprocess.Popen[bytes], hook: HookCommand, cancel: CancelSignal
+) -> tuple[int, str, str]:
+    """The hook's exit code and output, or -1 and why it was cut short."""
+    until = time.monotonic() + hook.timeout
+    while True:
+        try:
+            out, err = proc.communicate(timeout=POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            if cancel.is_set():
+                return -1, "", "the run was stopped"
+            if time.monotonic() >= until:
+                return -1, "", f"hook timed out after {hook.timeout:g} s"
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def _end(proc: subprocess.Popen[bytes], *, held: bool) -> None:
+    """Kill what is left of the hook: held, its reaper stops it all (``stop_held``); else
+    its group (a daemon that left it lives on)."""
+    if held:
+        stop_held(proc)
+    elif proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=KILL_GRACE_S)  # its pipes read to their end, and closed
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group goes too
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)

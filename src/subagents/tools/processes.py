@@ -53,6 +53,7 @@ from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.process import Process
 from subagents.tools.sandbox import RunSandbox
+from subagents.tools.shell_limits import ShellLimits, ShellSlots
 
 TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
 """The environment variable naming the command a process belongs to (``_kill_strays``)."""
@@ -94,7 +95,12 @@ class Waited:
 class ProcessGroups:
     """The runtime's child processes, by run; kills what a run or the runtime leaves."""
 
-    def __init__(self, output_cap: int = OUTPUT_CAP, scratch_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        output_cap: int = OUTPUT_CAP,
+        scratch_root: Path | None = None,
+        shell_limits: ShellLimits | None = None,
+    ) -> None:
         self.output_cap = output_cap
         """Bytes of a command's output kept in its file (``OUTPUT_CAP``)."""
         self.scratch_root = scratch_root
@@ -107,6 +113,8 @@ class ProcessGroups:
         self._leftovers: dict[str, list[Process]] = {}
         """By run: forgotten processes never reaped (a background shell that ended, read by
         BashOutput; its reaper holds its daemons): what they left dies with the run."""
+        self.shells = ShellSlots(shell_limits or ShellLimits())
+        """The background shells holding a slot: how many a run, and all, may hold."""
 
     def scratch(self) -> Path:
         """A private directory for output files (made on first use, removed on close)."""
@@ -139,14 +147,36 @@ class ProcessGroups:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
         ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
         leaves may outlive its shell until it is killed); its output to a file.
-        ``SandboxRefused`` when it may not start. The status pipe's read end is the reaper's
-        lifeline (closed by the runtime's death, it stops the reaper): close-on-exec from
-        birth (``os.pipe``: pipe2, atomic against other threads' forks), never passed on."""
+        ``SandboxRefused`` when it may not start; ``ShellLimitReached`` when a background
+        shell would pass its run's or the runtime's limit (``ShellLimits``). The status
+        pipe's read end is the reaper's lifeline (closed by the runtime's death, it stops the
+        reaper): close-on-exec from birth (``os.pipe``: pipe2, atomic against other threads'
+        forks), never passed on."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
+            if background:
+                self.shells.admit(proc_id, run_id)
+        try:
+            return self._start(proc_id, command, cwd, run_id, env, sandbox, background)
+        except BaseException:
+            with self._lock:
+                self.shells.failed(proc_id)
+            raise
+
+    def _start(
+        self,
+        proc_id: str,
+        command: str,
+        cwd: Path,
+        run_id: str,
+        env: Mapping[str, str] | None,
+        sandbox: RunSandbox | None,
+        background: bool,
+    ) -> Process:
+        with self._lock:
             run_dir = self.run_dir(run_id)
         status, told = os.pipe() if HOLDS else (-1, -1)
         detach = told >= 0 and detaches()
@@ -184,6 +214,8 @@ class ProcessGroups:
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
+            if background:
+                self.shells.started(process)
             closed = self._closed
         if closed:  # closed while it started: it must not outlive the runtime
             self.kill(process, "runtime closed")
@@ -257,6 +289,13 @@ class ProcessGroups:
             process = self._live.get(proc_id)
         return process if process is not None and process.run_id == run_id else None
 
+    def shell(self, run_id: str, proc_id: str) -> Process | None:
+        """A background shell of ``run_id`` known here (``get``), or one forgotten whose
+        reaper may still run (its output read; a daemon it left): KillShell frees its slot."""
+        with self._lock:
+            process = self._live.get(proc_id) or self.shells.get(proc_id)
+        return process if process is not None and process.run_id == run_id else None
+
     def track(self, process: Process) -> None:
         """Keep an ended background process until its output has been read."""
         with self._lock:
@@ -287,6 +326,7 @@ class ProcessGroups:
             self.release(process)
         with self._lock:
             leftovers = self._leftovers.pop(run_id, [])
+            self.shells.forget_run(run_id)
         for process in leftovers:
             self.kill(process, reason)
         if self._dir is not None:
@@ -301,6 +341,7 @@ class ProcessGroups:
             self._live.clear()
             processes += [p for left in self._leftovers.values() for p in left]
             self._leftovers.clear()
+            self.shells.clear()
         for process in processes:
             self.kill(process, reason)
         if self._dir is not None:

@@ -1,7 +1,7 @@
 """The reaper: run a command as a child of this process, which holds every process the command
 ever starts, and kill them all when the command is over.
 
-    python -I -S .../reaper.py [--linger] [--detach] --status-fd N -- CMD ARGS...
+    python -I -S .../reaper.py [--linger] [--detach] (--status-fd N | --status-path P) -- CMD...
 
 Why: a command's daemons leave its process group (``setsid``, a double fork, ``nohup``) and
 may clear their environment (``env -i``), so neither a group kill nor a mark in the
@@ -119,6 +119,20 @@ def _prctl(option: int, arg: int) -> int:
     instructions (~35% of its start), ``_ctypes`` ~1M (callgrind)."""
     call = _IntCall(("prctl", _Program()))  # type: ignore[arg-type]  # (what CDLL has: _handle)
     return int(call(option, arg, 0, 0, 0))
+
+
+def open_status(path: str) -> int:
+    """The status pipe named by ``path``: a FIFO whose read end the runtime made and holds
+    (for a starter that passes no descriptor: the mcp SDK, starting an MCP server), opened
+    for writing without waiting (no reader, the runtime gone: ``ENXIO``, nothing starts),
+    and its name removed, so that no other process opens it. Before the sandbox restricts
+    this process (``tools/held.py``)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:  # noqa: SIM105 (contextlib: one more import at every start)
+        os.unlink(path)
+    except OSError:
+        pass  # the runtime removes it with its directory
+    return fd
 
 
 def detach(status_fd: int) -> None:
@@ -354,6 +368,7 @@ def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring) and run the command."""
     linger = detached = False
     status_fd: int | None = None
+    status_path: str | None = None
     i = 0
     while i < len(argv) and argv[i] != "--":
         if argv[i] in ("--linger", "--detach"):
@@ -363,12 +378,21 @@ def main(argv: list[str]) -> int:
         elif argv[i] == "--status-fd" and i + 1 < len(argv) and argv[i + 1].isdigit():
             status_fd = int(argv[i + 1])
             i += 2
+        elif argv[i] == "--status-path" and i + 1 < len(argv):
+            status_path = argv[i + 1]
+            i += 2
         else:
             print(f"subagents reaper: unknown argument {argv[i]!r}", file=sys.stderr)
             return FAILED_EXIT
     command = argv[i + 1 :]
+    try:
+        if status_path is not None and status_fd is None:
+            status_fd = open_status(status_path)
+    except OSError as exc:
+        print(f"subagents reaper: no status pipe: {exc}", file=sys.stderr)
+        return FAILED_EXIT
     if not command or status_fd is None:
-        print("subagents reaper: needs --status-fd N -- CMD", file=sys.stderr)
+        print("subagents reaper: needs --status-fd N (or --status-path P) -- CMD", file=sys.stderr)
         return FAILED_EXIT
     try:
         if detached:

@@ -2,7 +2,7 @@
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
         [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...]
-        [--status-fd N [--linger] [--detach]] -- CMD ARGS...
+        [(--status-fd N | --status-path P) [--linger] [--detach]] -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -321,7 +321,8 @@ def limit_syscalls(limits: ModuleType, *, read_only: bool, network: bool) -> Non
 
 def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, bool, int | None]:
     """``argv`` without the reaper's flags (before ``--``), ``--linger``, ``--detach`` and
-    ``--status-fd``'s number (None: run the command by ``exec``, unheld)."""
+    ``--status-fd``'s number, or that of ``--status-path``'s FIFO, opened (None: run the
+    command by ``exec``, unheld)."""
     end = argv.index("--") if "--" in argv else len(argv)
     head, rest = argv[:end], argv[end:]
     linger = "--linger" in head
@@ -333,7 +334,22 @@ def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, bool, int | None]:
         if at + 1 < len(head) and head[at + 1].isdigit():
             status_fd = int(head[at + 1])
             del head[at : at + 2]
+    if "--status-path" in head:  # a FIFO (``reaper.open_status``)
+        at = head.index("--status-path")
+        if at + 1 < len(head):
+            status_fd = _status_fifo(head[at + 1])
+            del head[at : at + 2]
     return head + rest, linger, detached and status_fd is not None, status_fd
+
+
+def _status_fifo(path: str) -> int:
+    """The status FIFO at ``path``, opened (``reaper.open_status``); when it cannot be (the
+    runtime gone: no reader), this process ends with ``FAILED_EXIT``, nothing started."""
+    try:
+        return int(sibling("reaper").open_status(path))
+    except OSError as exc:
+        print(f"subagents sandbox: no status pipe: {exc}", file=sys.stderr)
+        raise SystemExit(FAILED_EXIT) from None
 
 
 def main(argv: list[str]) -> int:

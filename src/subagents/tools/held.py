@@ -1,0 +1,100 @@
+"""Processes that are not Bash commands, held by the reaper all the same: hooks' commands and
+stdio MCP servers.
+
+Why: a hook's command or an MCP server may start daemons that leave its process group
+(``setsid``, a double fork): a kill of the group missed them, and they outlived the hook's
+timeout, the server's session and the runtime. Under the reaper (``tools/reaper.py``, the
+launcher Bash commands run under) every process they start is the reaper's descendant, killed
+when the command ends (a hook's end or timeout, a server's exit at its session's end), and when
+the runtime dies (its lifeline: the status pipe, whose read end only the runtime holds).
+
+The reaper passes its command's stdin, stdout and stderr through untouched (it gives its own
+to ``/dev/null`` once the command has them), so a hook's JSON and an MCP server's stream
+are as without it. How the reaper is given its status pipe: a hook is started here, which
+passes the pipe's write end by number (``--status-fd``); an MCP server is started by the
+mcp SDK, which passes no descriptor to it, so the pipe is a FIFO the runtime made and opened
+for reading, named by path (``--status-path``): the reaper opens it for writing before its
+command starts and removes its name (``reaper.open_status``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from subagents.tools.process import signal_group
+from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S, REAPER
+from subagents.tools.sandbox import RunSandbox
+
+
+def held_argv(
+    argv: list[str], temp_dir: Path, sandbox: RunSandbox | None, reap: Sequence[str]
+) -> list[str]:
+    """``argv`` under ``sandbox`` (``SandboxRefused`` when it may not start; None: none),
+    held by the reaper given ``reap`` (its status: ``--status-fd N`` or ``--status-path P``;
+    empty: not held, where there is no reaper, off Linux). Unsandboxed, ``argv[0]`` must be
+    a path: the reaper runs it as it is (the sandbox's launcher looks it up in ``PATH``)."""
+    if not reap:
+        return argv if sandbox is None else sandbox.argv(argv, temp_dir)
+    if sandbox is not None and sandbox.landlock:
+        return sandbox.argv(argv, temp_dir, list(reap))
+    if sandbox is not None:
+        sandbox.argv(argv, temp_dir)  # its refusal, if any
+    return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv]
+
+
+def status_pipe() -> tuple[int, int]:
+    """A status pipe (read end, write end; close-on-exec both: the write end is passed by
+    ``pass_fds``), or (-1, -1) where commands are not held."""
+    return os.pipe() if HOLDS else (-1, -1)
+
+
+def status_fifo() -> tuple[int, Path | None]:
+    """A status FIFO for a reaper its starter cannot pass a descriptor to (the mcp SDK's
+    spawn): its read end, opened now (non-blocking: no writer yet), and its path in a
+    private directory of its own (removed by ``close_fifo``); (-1, None) where not held."""
+    if not HOLDS:
+        return -1, None
+    where = Path(tempfile.mkdtemp(prefix="subagents-held-"))
+    path = where / "status"
+    try:
+        os.mkfifo(path, 0o600)
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), path
+    except BaseException:
+        close_fifo(-1, path)
+        raise
+
+
+def close_fifo(read_end: int, path: Path | None) -> None:
+    """Close a status FIFO's read end (the reaper's lifeline: a reaper still running stops
+    its command) and remove what is left of it."""
+    if read_end >= 0:
+        os.close(read_end)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
+
+
+def stop_held(popen: subprocess.Popen[bytes]) -> None:
+    """End a held command and all it started: SIGTERM to its reaper (which gives the command
+    a short grace, then kills everything it holds; SIGCONT, as the command may have stopped
+    it), SIGKILL if it did not end within ``HELD_WAIT_S`` (a hang guard: its daemons may
+    then outlive it)."""
+    if popen.poll() is not None:
+        return
+    signal_group(popen.pid, signal.SIGTERM)
+    signal_group(popen.pid, signal.SIGCONT)
+    try:
+        popen.wait(HELD_WAIT_S)
+    except subprocess.TimeoutExpired:
+        signal_group(popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(KILL_GRACE_S)
