@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from ns_pids import NS
 from subagents.tools.base import ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
 from subagents.tools.processes import REAPER, ProcessGroups
+from subagents.tools.reaper import NO_NAMESPACE
 
 from .conftest import WAIT, wait_until
 from .test_bash import bash
@@ -34,7 +36,7 @@ TOOLS = builtin_tools()
 
 def hidden(pidfile: Path, body: str = "exec sleep 300") -> str:
     """A daemon in a session of its own with an empty environment, writing its pid."""
-    return f"setsid env -i sh -c 'echo $$ > {pidfile}; {body}' > /dev/null 2>&1 &"
+    return f"setsid env -i sh -c 'echo $$ {NS} > {pidfile}; {body}' > /dev/null 2>&1 &"
 
 
 def double_forked(pidfile: Path) -> str:
@@ -170,7 +172,7 @@ def test_without_a_list_of_children_the_command_still_runs_unheld(tmp_path: Path
     saying ``reaped`` (the runtime then falls back to the mark), instead of refusing every
     command (seen: ``No such file or directory``, exit 125)."""
     status, told = os.pipe()
-    start = [sys.executable, "-I", "-S", "-c", REAPER, "--status-fd", str(told), "--"]
+    start = [sys.executable, "-I", "-S", "-c", REAPER, NO_NAMESPACE, "--status-fd", str(told), "--"]
     script = (
         f"mount -t tmpfs none /proc && exec {shlex.join([*start, '/bin/sh', '-c', 'echo ran'])}"
     )
@@ -194,6 +196,7 @@ def test_a_command_that_stops_its_reaper_is_still_held_by_it(
     reaper and looked for the mark (which ``env -i`` escapes): the kill continues the reaper
     too, so it still ends all it holds and says so (``contained``)."""
     monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "5")
+    monkeypatch.setenv("SUBAGENTS_PID_NAMESPACE", "0")  # an init ignores its command's STOP
     pidfile = repo / "pid"
     command = f"{hidden(pidfile)} {until_pid(pidfile)}; kill -STOP $PPID; sleep 300"
     process = processes.start(command, cwd=repo, run_id="r1")
@@ -218,7 +221,7 @@ def test_a_command_dies_with_its_reaper(repo: Path, processes: ProcessGroups) ->
     reapers. A reaper's shell is killed with it (``PR_SET_PDEATHSIG``) instead of going on
     under init (seen in CI: a killed driver's command alive 180 s after)."""
     pidfile = repo / "pid"
-    process = processes.start(f"echo $$ > {pidfile}; sleep 300", cwd=repo, run_id="r1")
+    process = processes.start(f"echo $$ {NS} > {pidfile}; sleep 300", cwd=repo, run_id="r1")
     wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
     shell = pid_in(pidfile)
     os.kill(process.reaper_pid, signal.SIGKILL)

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
-from subagents.tools import reaper
+from subagents.tools import reaper, reaper_ns
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.process import Process
 from subagents.tools.sandbox import RunSandbox
@@ -323,6 +323,8 @@ def _launched(
     the end on ``told``; -1: no reaper here; with ``detach`` not the runtime's child:
     ``tools.detached``), or under the reaper alone."""
     flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
+    if os.environ.get(reaper_ns.VARIABLE, "").strip() == "0":
+        flags.append(reaper.NO_NAMESPACE)
     reap = ["--status-fd", str(told), *flags] if told >= 0 else []
     if sandbox is not None and sandbox.landlock:
         return sandbox.argv(argv, run_dir, reap)

@@ -1,7 +1,7 @@
 """The reaper: run a command as a child of this process, which holds every process the command
 ever starts, and kill them all when the command is over.
 
-    python -I -S .../reaper.py [--linger] [--detach] --status-fd N -- CMD ARGS...
+    python -I -S .../reaper.py [--linger] [--detach] [--no-pid-namespace] --status-fd N -- CMD...
 
 Why: a command's daemons leave its process group (``setsid``, a double fork, ``nohup``) and
 may clear their environment (``env -i``), so neither a group kill nor a mark in the
@@ -53,6 +53,7 @@ import time
 TYPE_CHECKING = False  # ``typing`` not imported: every import here costs every command
 if TYPE_CHECKING:
     import signal
+    from types import ModuleType
 else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M instructions)
     import _signal as signal
 
@@ -79,6 +80,8 @@ LIFELINE = signal.SIGIO
 gone (``_hold_lifeline``)."""
 WATCHED = STOPS | {signal.SIGCHLD, LIFELINE}
 FAILED_EXIT = 125
+NO_NAMESPACE = "--no-pid-namespace"
+"""The reaper alone, not its command's PID namespace's init (``reaper_ns``)."""
 
 
 def prepare() -> int:
@@ -105,6 +108,23 @@ class _IntCall(_ctypes.CFuncPtr):
 
     _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
     _restype_ = _Int
+
+
+class _Libc:
+    """libc's functions by name (``libc.unshare(flags)``), as ``ctypes.CDLL(None)`` gives
+    them, for ``reaper_ns``."""
+
+    def __getattr__(self, name: str) -> _IntCall:
+        return _IntCall((name, _Program()))  # type: ignore[arg-type]  # (as in _prctl)
+
+
+def namespaces() -> ModuleType:
+    """``reaper_ns``, loaded from this file's folder (as ``sandbox_exec.sibling``: the
+    launchers run with ``-I -S``, where the package cannot be imported)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.append(here)
+    return __import__("reaper_ns")
 
 
 class _Program:
@@ -161,11 +181,18 @@ def scope_signals() -> bool:
 
 
 def run(
-    program: str, argv: list[str], *, listing: int, status_fd: int, linger: bool = False
+    program: str,
+    argv: list[str],
+    *,
+    listing: int,
+    status_fd: int,
+    linger: bool = False,
+    init: bool = False,
 ) -> int:
     """Run ``argv`` (``program`` found already), hold and kill what it starts (see the module's
-    docstring; ``listing``: what ``prepare`` opened); ends this process as the shell ended,
-    or returns an exit code on failure."""
+    docstring; ``listing``: what ``prepare`` opened; ``init``: this process is its PID
+    namespace's init, ``reaper_ns``, which kills all at once); ends this process as the
+    shell ended, or returns an exit code on failure."""
     # not dumpable: the command may not open this process's files through /proc (its status
     # pipe: a forged ``reaped``); its own ``exec`` makes the command dumpable again. Here, not
     # in ``prepare``: the sandbox launcher writes its own /proc/self/uid_map in between,
@@ -181,9 +208,11 @@ def run(
     _lead_group(pid)  # in both: a stop forwarded at once reaches it
     _quiet_stdio()  # the command's output pipe ends when the command's writers are gone
     code = _supervise(pid, status_fd, linger)
-    if kill_all(listing):
+    if namespaces().kill_all() if init else kill_all(listing):
         _report(status_fd, "reaped")
     os.close(status_fd)
+    if init:  # an init cannot end by a signal: its waiter ends as the shell did
+        namespaces().tell(code)
     return _end_as(code)
 
 
@@ -353,10 +382,14 @@ def _end_as(code: int) -> int:
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring) and run the command."""
     linger = detached = False
+    own_namespace = True
     status_fd: int | None = None
     i = 0
     while i < len(argv) and argv[i] != "--":
-        if argv[i] in ("--linger", "--detach"):
+        if argv[i] == NO_NAMESPACE:
+            own_namespace = False
+            i += 1
+        elif argv[i] in ("--linger", "--detach"):
             linger = linger or argv[i] == "--linger"
             detached = detached or argv[i] == "--detach"
             i += 1
@@ -371,10 +404,15 @@ def main(argv: list[str]) -> int:
         print("subagents reaper: needs --status-fd N -- CMD", file=sys.stderr)
         return FAILED_EXIT
     try:
-        if detached:
+        init = own_namespace and namespaces().unshare(_Libc())
+        if init:  # root: the reaper as its command's PID namespace's init (``reaper_ns``)
+            namespaces().become_init(_Libc(), status_fd, detached=detached)
+        elif detached:
             detach(status_fd)
-        listing = prepare()
-        return run(command[0], command, listing=listing, status_fd=status_fd, linger=linger)
+        listing = -1 if init else prepare()
+        return run(
+            command[0], command, listing=listing, status_fd=status_fd, linger=linger, init=init
+        )
     except OSError as exc:
         print(f"subagents reaper: {exc}", file=sys.stderr)
         return failed(status_fd, detached)
