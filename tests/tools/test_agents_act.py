@@ -279,7 +279,7 @@ def test_background_shells_end_with_their_run_and_the_runtime(repo: Path) -> Non
     )  # fmt: skip
     try:
         assert rt.run("quick", "go", wait=WAIT).status is RunStatus.COMPLETED
-        ended = int(first.read_text())
+        ended = pid_in(first)
         wait_until(lambda: group_members(ended) == [], what="the finished run's shell killed")
         rt.spawn("slow", "go")
         running = _started(second)
