@@ -14,6 +14,12 @@ its parent reaps it), reap, and again (their orphans come next) until the kernel
 is no child left (``ECHILD``). No privilege, no namespace, no cgroup: what an unprivileged
 user's machine allows.
 
+Where the system allows (``reaper_ns``; not ``--no-pid-namespace``), this process is the
+init of a PID namespace of the command's own instead: the orphans come to it without a
+subreaper, and one ``kill(-1, SIGKILL)`` ends them all at once, which no list-and-kill does
+against a fork bomb whose processes fork and end; its own end, however it comes, ends them
+too (the kernel's).
+
 When: when the command's shell ends (its daemons end with it), or, with ``--linger`` (a
 background shell), when every process it left has ended by itself or the runtime sends
 SIGTERM (KillShell, the run's end, the runtime's close). The shell leads a process group of
