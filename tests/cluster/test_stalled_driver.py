@@ -241,7 +241,7 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
     driver.release.set()
     wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
     pid = pid_in(work / "pid")
-    daemon = int((work / "daemon").read_text())
+    daemon = pid_in(work / "daemon")
     store = SQLiteStore(tmp_path / "runs.db")
     driver.proc.kill()
     driver.proc.communicate()
