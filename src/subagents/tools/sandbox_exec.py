@@ -298,14 +298,25 @@ def private_shm(writable: list[str], size: int | None, hidden: list[str], *, pid
     libc = _libc()
     why = shm.enter(libc, size or shm.SIZE, pid=pid)
     entered = pid and why is None
-    if why is not None and pid:  # refused with a PID namespace: without
-        why = shm.enter(libc, size or shm.SIZE)
+    if why is not None and pid:
+        if _own_pid_namespace():  # made, then a mount failed: /proc could not be mounted
+            raise OSError(f"could not make the command's namespaces: {why}")  # safely
+        why = shm.enter(libc, size or shm.SIZE)  # refused with a PID namespace: without
     if why is None:
         writable.append(shm.SHM)
         shm.hide(libc, hidden)
     elif hidden:  # the runtime's probe made one: run nothing with the store in reach
         raise OSError(f"could not hide the run store from it: {why}")
     return entered
+
+
+def _own_pid_namespace() -> bool:
+    """Whether this process's next child starts in a PID namespace of its own (``unshare``
+    made one)."""
+    try:
+        return os.readlink("/proc/self/ns/pid_for_children") != os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return False
 
 
 def probe_private_shm() -> int:
