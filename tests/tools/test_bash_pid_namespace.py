@@ -1,10 +1,9 @@
-"""A Bash command runs in a PID namespace of its own, its reaper the init
+"""A sandboxed Bash command runs in a PID namespace of its own, its reaper the init
 (``tools/reaper_ns.py``): what it starts cannot outrun the reaper's kill, nor outlive the
 reaper, and ``ps`` inside sees the command's processes alone. Where the namespace is refused
-(``SUBAGENTS_PID_NAMESPACE=0`` here), the reaper alone holds the command, as before.
-
-Each runs plain and in the sandbox (which enters the namespace with its private
-``/dev/shm``'s); read from /proc out here.
+(``SUBAGENTS_PID_NAMESPACE=0`` here), the reaper alone holds the command, as before; and
+outside the sandbox always (the lead's call, session 25): a later call may see and kill what
+an earlier one started, as its user's own shell may. Read from /proc out here.
 """
 
 from __future__ import annotations
@@ -58,7 +57,8 @@ def _sandbox(kind: str, root: Path, *writable: Path) -> RunSandbox | None:
     return Sandbox.coerce(settings).for_run(workspace=root, read_only=False, network=True)
 
 
-KINDS = ["plain", pytest.param("sandboxed", marks=landlock)]
+KINDS = [pytest.param("sandboxed", marks=landlock)]
+"""Where a command gets a namespace: in the sandbox only."""
 
 
 def _run(
@@ -189,12 +189,24 @@ def test_where_the_namespace_is_refused_the_reaper_alone_holds_the_command(
     wait_until(lambda: not alive(pid), what="the daemon killed with its command")
 
 
-def test_an_unsandboxed_command_can_neither_stop_nor_kill_its_reaper(
+def test_an_unsandboxed_command_sees_and_kills_an_earlier_calls_process(
     tmp_path: Path, processes: ProcessGroups
 ) -> None:
-    """The init gets no signal from inside that it has no handler for: outside the sandbox
-    (no Landlock scope) too, ``kill -STOP $PPID`` and ``kill -KILL $PPID`` change nothing
-    (without the namespace the reaper was stopped, then killed, and its shell with it)."""
-    command = "kill -STOP $PPID; kill -KILL $PPID; echo lived"
-    code, out = _run(processes, command, tmp_path, "plain", timeout=30)
-    assert (code, out) == (0, "lived\n")
+    """Outside the sandbox no PID namespace: a later call sees an earlier call's server
+    (``ps``, ``/proc``) and ``kill``s it by the pid it wrote, as the user's own shell could
+    (a namespace of its own hid it: ``No such process``)."""
+    pidfile = tmp_path / "server"
+    server = processes.start(
+        f"sleep 300 & echo $! > {pidfile}", cwd=tmp_path, run_id="r1", background=True
+    )
+    try:
+        wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
+        pid = int(pidfile.read_text())
+        assert pid > 0 and alive(pid)
+        code, out = _run(
+            processes, f"ps -o pid= -p {pid} && kill {pid} && echo killed", tmp_path, "plain"
+        )
+        assert (code, out.split()) == (0, [str(pid), "killed"]), out
+        wait_until(lambda: not alive(pid), what="the earlier call's server killed")
+    finally:
+        processes.kill(server, "test over")

@@ -24,7 +24,6 @@ from subagents.tools.base import ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
 from subagents.tools.processes import REAPER, ProcessGroups
-from subagents.tools.reaper import NO_NAMESPACE
 
 from .conftest import WAIT, wait_until
 from .test_bash import bash
@@ -172,7 +171,7 @@ def test_without_a_list_of_children_the_command_still_runs_unheld(tmp_path: Path
     saying ``reaped`` (the runtime then falls back to the mark), instead of refusing every
     command (seen: ``No such file or directory``, exit 125)."""
     status, told = os.pipe()
-    start = [sys.executable, "-I", "-S", "-c", REAPER, NO_NAMESPACE, "--status-fd", str(told), "--"]
+    start = [sys.executable, "-I", "-S", "-c", REAPER, "--status-fd", str(told), "--"]
     script = (
         f"mount -t tmpfs none /proc && exec {shlex.join([*start, '/bin/sh', '-c', 'echo ran'])}"
     )
@@ -196,7 +195,6 @@ def test_a_command_that_stops_its_reaper_is_still_held_by_it(
     reaper and looked for the mark (which ``env -i`` escapes): the kill continues the reaper
     too, so it still ends all it holds and says so (``contained``)."""
     monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "5")
-    monkeypatch.setenv("SUBAGENTS_PID_NAMESPACE", "0")  # an init ignores its command's STOP
     pidfile = repo / "pid"
     command = f"{hidden(pidfile)} {until_pid(pidfile)}; kill -STOP $PPID; sleep 300"
     process = processes.start(command, cwd=repo, run_id="r1")

@@ -44,12 +44,11 @@ def gone(pid: int, what: str) -> None:
 
 
 def test_an_unsandboxed_command_still_signals_another_calls_process(
-    repo: Path, processes: ProcessGroups, monkeypatch: pytest.MonkeyPatch
+    repo: Path, processes: ProcessGroups
 ) -> None:
-    """Outside the sandbox no scope: a command may stop a server an earlier Bash call of the
-    run started (what the owner allowed by turning the sandbox off), where commands get no
-    PID namespace each (there another call's processes are not in sight: KillShell)."""
-    monkeypatch.setenv("SUBAGENTS_PID_NAMESPACE", "0")
+    """Outside the sandbox no scope and no PID namespace: a command may stop a server an
+    earlier Bash call of the run started (what the owner allowed by turning the sandbox
+    off)."""
     ctx = make_context(repo, processes)
     pidfile = repo / "server"
     started = bash(

@@ -9,8 +9,8 @@ A daemon does leave it (``setsid``, a double fork, ``nohup``), and may clear its
 the child of the reaper (``reaper``: a subreaper, the parent of every orphan the command
 leaves), which kills all of them when the shell ends (with ``background``: when the runtime
 says so) and tells the runtime the shell's end and that all is gone (``Process.contained``);
-where the system allows, as the init of the command's own PID namespace (``reaper_ns``),
-whose end the kernel makes the end of everything in it.
+in the sandbox, where the system allows, as the init of the command's own PID namespace
+(``reaper_ns``), whose end the kernel makes the end of everything in it.
 The runtime's death, however it dies (SIGKILL included), is a stop to every reaper too: the
 status pipe's read end is the runtime's alone, and its close is the reaper's lifeline. The
 reaper is not the runtime's child in a cluster's node host (``tools.detached``: a kill of
@@ -325,11 +325,10 @@ def _launched(
     the end on ``told``; -1: no reaper here; with ``detach`` not the runtime's child:
     ``tools.detached``), or under the reaper alone."""
     flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
-    if os.environ.get(reaper_ns.VARIABLE, "").strip() == "0":
-        flags.append(reaper.NO_NAMESPACE)
     reap = ["--status-fd", str(told), *flags] if told >= 0 else []
-    if sandbox is not None and sandbox.landlock:
-        return sandbox.argv(argv, run_dir, reap)
+    if sandbox is not None and sandbox.landlock:  # a PID namespace: in the sandbox only
+        no_namespace = os.environ.get(reaper_ns.VARIABLE, "").strip() == "0"
+        return sandbox.argv(argv, run_dir, [*reap, reaper.NO_NAMESPACE] if no_namespace else reap)
     if sandbox is not None:
         sandbox.argv(argv, run_dir)  # its refusal, if any
     return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv

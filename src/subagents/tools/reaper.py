@@ -1,7 +1,7 @@
 """The reaper: run a command as a child of this process, which holds every process the command
 ever starts, and kill them all when the command is over.
 
-    python -I -S .../reaper.py [--linger] [--detach] [--no-pid-namespace] --status-fd N -- CMD...
+    python -I -S .../reaper.py [--linger] [--detach] --status-fd N -- CMD ARGS...
 
 Why: a command's daemons leave its process group (``setsid``, a double fork, ``nohup``) and
 may clear their environment (``env -i``), so neither a group kill nor a mark in the
@@ -14,11 +14,14 @@ its parent reaps it), reap, and again (their orphans come next) until the kernel
 is no child left (``ECHILD``). No privilege, no namespace, no cgroup: what an unprivileged
 user's machine allows.
 
-Where the system allows (``reaper_ns``; not ``--no-pid-namespace``), this process is the
-init of a PID namespace of the command's own instead: the orphans come to it without a
-subreaper, and one ``kill(-1, SIGKILL)`` ends them all at once, which no list-and-kill does
-against a fork bomb whose processes fork and end; its own end, however it comes, ends them
-too (the kernel's).
+In the sandbox (``sandbox_exec``, where the system allows: ``reaper_ns``), this process is
+the init of a PID namespace of the command's own instead (``run``'s ``init``): the orphans
+come to it without a subreaper, and one ``kill(-1, SIGKILL)`` ends them all at once, which
+no list-and-kill does against a fork bomb whose processes fork and end; its own end, however
+it comes, ends them too (the kernel's). Never outside the sandbox (this file's ``main``): an
+unsandboxed command may do what its user's own shell may, ``kill`` or ``ps`` an earlier Bash
+call's server included, and a namespace would refuse that for no security (such a command
+can undo its launcher other ways).
 
 When: when the command's shell ends (its daemons end with it), or, with ``--linger`` (a
 background shell), when every process it left has ended by itself or the runtime sends
@@ -87,7 +90,8 @@ gone (``_hold_lifeline``)."""
 WATCHED = STOPS | {signal.SIGCHLD, LIFELINE}
 FAILED_EXIT = 125
 NO_NAMESPACE = "--no-pid-namespace"
-"""The reaper alone, not its command's PID namespace's init (``reaper_ns``)."""
+"""The sandbox launcher's flag (``sandbox_exec``): the reaper alone, not its command's PID
+namespace's init (``reaper_ns``)."""
 
 
 def prepare() -> int:
@@ -114,14 +118,6 @@ class _IntCall(_ctypes.CFuncPtr):
 
     _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
     _restype_ = _Int
-
-
-class _Libc:
-    """libc's functions by name (``libc.unshare(flags)``), as ``ctypes.CDLL(None)`` gives
-    them, for ``reaper_ns``."""
-
-    def __getattr__(self, name: str) -> _IntCall:
-        return _IntCall((name, _Program()))  # type: ignore[arg-type]  # (as in _prctl)
 
 
 def namespaces() -> ModuleType:
@@ -388,14 +384,10 @@ def _end_as(code: int) -> int:
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring) and run the command."""
     linger = detached = False
-    own_namespace = True
     status_fd: int | None = None
     i = 0
     while i < len(argv) and argv[i] != "--":
-        if argv[i] == NO_NAMESPACE:
-            own_namespace = False
-            i += 1
-        elif argv[i] in ("--linger", "--detach"):
+        if argv[i] in ("--linger", "--detach"):
             linger = linger or argv[i] == "--linger"
             detached = detached or argv[i] == "--detach"
             i += 1
@@ -410,15 +402,10 @@ def main(argv: list[str]) -> int:
         print("subagents reaper: needs --status-fd N -- CMD", file=sys.stderr)
         return FAILED_EXIT
     try:
-        init = own_namespace and namespaces().unshare(_Libc())
-        if init:  # root: the reaper as its command's PID namespace's init (``reaper_ns``)
-            namespaces().become_init(_Libc(), status_fd, detached=detached)
-        elif detached:
+        if detached:
             detach(status_fd)
-        listing = -1 if init else prepare()
-        return run(
-            command[0], command, listing=listing, status_fd=status_fd, linger=linger, init=init
-        )
+        listing = prepare()
+        return run(command[0], command, listing=listing, status_fd=status_fd, linger=linger)
     except OSError as exc:
         print(f"subagents reaper: {exc}", file=sys.stderr)
         return failed(status_fd, detached)

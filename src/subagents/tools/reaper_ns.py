@@ -16,18 +16,20 @@ SIGSTOP it. A fresh ``/proc`` is mounted in the namespace's mount namespace, so 
 ``kill``, ``ps``, ``pgrep`` and ``/proc/self`` inside agree (they see the command's own
 processes only).
 
-How: the launcher ``unshare``s ``CLONE_NEWPID`` (the sandbox with its private ``/dev/shm``:
-``sandbox_shm.enter``; outside it here, ``unshare``, only where the launcher may without a
-user namespace: as root), and its next fork is the namespace's init (``become_init``), which
+How: the sandbox's launcher ``unshare``s ``CLONE_NEWPID`` (with its private ``/dev/shm``:
+``sandbox_shm.enter``; without one, ``unshare`` here, only where it may without a user
+namespace: as root), and its next fork is the namespace's init (``become_init``), which
 runs the reaper (``reaper.run`` with ``init``). The launcher's first process either stays,
 the runtime's child, waiting for the init and passing the runtime's stops on to it
 (``_wait``: one more small process per command; a SIGKILL of it kills the init,
 ``PR_SET_PDEATHSIG``), or, detached (``tools.detached``), says the init's pid and ends.
 
-Where not: an unprivileged user outside the sandbox (a user namespace there would change
-what the command may do: ``sudo``, other owners' files seen as ``nobody``), user namespaces
+Where not: outside the sandbox (the lead's call, session 25: an unsandboxed command may do
+what its user's own shell may, ``kill``, ``pkill`` or ``ps`` a server an earlier Bash call
+started, which a namespace of its own would refuse, for no security: such a command can undo
+its launcher other ways; and it costs ~17% of a trivial command's CPU), user namespaces
 refused (``sandbox_shm.ENABLE``), or the runtime started with ``SUBAGENTS_PID_NAMESPACE=0``
-(the launchers' ``--no-pid-namespace``): the reaper alone, as before. The namespace bounds
+(the launcher's ``--no-pid-namespace``): the reaper alone, as before. The namespace bounds
 no count of processes (a pids cgroup would, where one is delegated).
 
 Standard library only, no import of its own (the launchers load it by path, ``-I -S``);
