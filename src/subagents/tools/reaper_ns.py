@@ -92,13 +92,13 @@ def become_init(libc: Any, status_fd: int, *, detached: bool) -> None:
         # a failure leaves the parent's /proc (the kill holds all the same: ``ps`` is off)
         libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
         return
-    os.close(said)
-    if detached:
+    if detached:  # its pid said first, then the init may go on (``said`` closed: its EOF)
         try:  # noqa: SIM105 (contextlib: one more import at every start)
             os.write(status_fd, f"pid {pid}\n".encode())
         except OSError:
             pass
         os._exit(0)
+    os.close(said)
     os.close(status_fd)  # the init's alone: its end is the runtime's news
     _quiet_stdio()  # the command's output pipe ends with the command's writers
     _wait(pid, go)
