@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
-from subagents.tools import reaper, reaper_ns
+from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.process import Process
 from subagents.tools.sandbox import RunSandbox
@@ -326,9 +326,8 @@ def _launched(
     ``tools.detached``), or under the reaper alone."""
     flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
     reap = ["--status-fd", str(told), *flags] if told >= 0 else []
-    if sandbox is not None and sandbox.landlock:  # a PID namespace: in the sandbox only
-        no_namespace = os.environ.get(reaper_ns.VARIABLE, "").strip() == "0"
-        return sandbox.argv(argv, run_dir, [*reap, reaper.NO_NAMESPACE] if no_namespace else reap)
+    if sandbox is not None and sandbox.landlock:  # (a PID namespace: in the sandbox only)
+        return sandbox.argv(argv, run_dir, reap)
     if sandbox is not None:
         sandbox.argv(argv, run_dir)  # its refusal, if any
     return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv

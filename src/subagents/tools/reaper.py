@@ -89,9 +89,6 @@ LIFELINE = signal.SIGIO
 gone (``_hold_lifeline``)."""
 WATCHED = STOPS | {signal.SIGCHLD, LIFELINE}
 FAILED_EXIT = 125
-NO_NAMESPACE = "--no-pid-namespace"
-"""The sandbox launcher's flag (``sandbox_exec``): the reaper alone, not its command's PID
-namespace's init (``reaper_ns``)."""
 
 
 def prepare() -> int:

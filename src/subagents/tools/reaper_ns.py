@@ -52,9 +52,6 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_SLAVE = 2, 4, 8, 1 << 14, 1 << 19
 PR_SET_PDEATHSIG = 1
-VARIABLE = "SUBAGENTS_PID_NAMESPACE"
-"""Set to ``0`` in the runtime's environment: commands get no PID namespace (the reaper
-alone: how tests see a system that refuses one)."""
 STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 WAITED = STOPS | {signal.SIGCHLD}
 

@@ -112,7 +112,11 @@ READ_RIGHTS = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 """Written by everyday commands (``> /dev/null``); a rule on a file may carry file rights only."""
 NO_NAMESPACE = "--no-pid-namespace"
-"""``reaper.NO_NAMESPACE``: the command gets no PID namespace of its own (``reaper_ns``)."""
+"""The command gets no PID namespace of its own (``reaper_ns``): given by ``RunSandbox.argv``
+where the runtime's environment has ``PID_NAMESPACE_VARIABLE=0``."""
+PID_NAMESPACE_VARIABLE = "SUBAGENTS_PID_NAMESPACE"
+"""Set to ``0`` in the runtime's environment: sandboxed commands get no PID namespace (the
+reaper alone: how tests see a system that refuses one)."""
 FAILED_EXIT = 125
 """The launcher's exit code when it could not restrict itself (the command did not run)."""
 ABI_VARIABLE = "SUBAGENTS_LANDLOCK_ABI"
