@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from ns_pids import NS, pid_in
 from polling import wait_until
 from raycluster import WORKER, LocalCluster
 from subagents import Runtime, ScriptedModel, SQLiteStore
@@ -62,7 +63,7 @@ def test_a_lost_hosts_journaled_command_ends_with_it_and_is_not_run_again(
     work = tmp_path / "work"
     work.mkdir()
     command = (
-        "echo $$ > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
+        f"echo $$ {NS} > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
         " echo old >> effects.txt"
     )
     model = ScriptedModel(
@@ -84,7 +85,7 @@ def test_a_lost_hosts_journaled_command_ends_with_it_and_is_not_run_again(
         ) as rt:
             handle = rt.spawn("worker", "work")
             wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
-            pid = int((work / "pid").read_text())
+            pid = pid_in(work / "pid")
             host = _worker_host(rt, ray_cluster)
             os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], signal.SIGKILL)
             outcome = handle.result(timeout=WAIT_S)

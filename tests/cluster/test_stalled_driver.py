@@ -32,6 +32,7 @@ import msgspec
 import pytest
 
 from gates import Gate
+from ns_pids import NS, pid_in
 from pgserver import stop_outside_a_transaction
 from polling import wait_until
 from raycluster import WORKER, LocalCluster
@@ -196,13 +197,13 @@ def test_a_command_journaled_by_a_stalled_driver_is_not_run_again_nor_let_finish
     driver woke and learnt it lost its lease, the command on its node is gone."""
     work = tmp_path / "work"
     command = (
-        "echo $$ > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
+        f"echo $$ {NS} > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
         " echo old >> effects.txt"
     )
     driver = driver_of([{"tool_calls": [use("Bash", command=command)]}, {"text": "old done"}])
     driver.release.set()
     wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
-    pid = int((work / "pid").read_text())
+    pid = pid_in(work / "pid")
     store = SQLiteStore(tmp_path / "runs.db")
     driver.stall()
     _lapsed(store, driver.run_id)
@@ -231,16 +232,16 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
     must not be, docs/cluster.md)."""
     work = tmp_path / "work"
     command = (
-        "setsid env -i sh -c 'echo $$ > daemon.tmp && mv daemon.tmp daemon; exec sleep 600'"
+        f"setsid env -i sh -c 'echo $$ {NS} > daemon.tmp && mv daemon.tmp daemon; exec sleep 600'"
         " > /dev/null 2>&1 & while [ ! -e daemon ]; do sleep 0.05; done;"
-        " echo $$ > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
+        f" echo $$ {NS} > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
         " echo old >> effects.txt"
     )
     driver = driver_of([{"tool_calls": [use("Bash", command=command)]}, {"text": "old done"}])
     driver.release.set()
     wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
-    pid = int((work / "pid").read_text())
-    daemon = int((work / "daemon").read_text())
+    pid = pid_in(work / "pid")
+    daemon = pid_in(work / "daemon")
     store = SQLiteStore(tmp_path / "runs.db")
     driver.proc.kill()
     driver.proc.communicate()

@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from ns_pids import pid_in
 from polling import wait_until
 
 JOB = Path(__file__).with_name("tool_crash_job.py")
@@ -63,7 +64,7 @@ def _crash_then_resume(tmp: Path, mode: str, mark: str) -> dict[str, object]:
         proc.communicate()
     if mode == "bash":  # the killed process's command outlives it (its own process group)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(int((tmp / "pid").read_text()), signal.SIGKILL)
+            os.killpg(pid_in(tmp / "pid"), signal.SIGKILL)
     again = _start(tmp, mode)
     _, err = again.communicate(timeout=90)
     assert again.returncode == 0, err.decode()[-3000:]

@@ -27,6 +27,8 @@ from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
 from subagents.tools.base import Tool
 
+NS = "$(readlink /proc/$$/ns/pid)"  # (ns_pids.NS: its PID namespace)
+
 
 def main(db: str, workdir: str, mode: str, out: str) -> int:
     work = Path(workdir)
@@ -43,7 +45,7 @@ def main(db: str, workdir: str, mode: str, out: str) -> int:
 
     tool = Tool.from_function(side_effect, read_only=mode == "readonly")
     if mode == "bash":
-        command = f"echo ran >> {work / 'bash.log'}; echo $$ > {work / 'pid'}; sleep 60"
+        command = f"echo ran >> {work / 'bash.log'}; echo $$ {NS} > {work / 'pid'}; sleep 60"
         call = {"name": "Bash", "input": {"command": command}}
     else:
         call = {"name": "side_effect", "input": {"note": "once"}}

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ns_pids import NS, pid_in
 from subagents.definitions.discovery import BUILTIN_DIR
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunStatus, ToolResultBlock
@@ -221,13 +222,13 @@ def _written(pidfile: Path) -> bool:
 
 def _started(pidfile: Path) -> int:
     wait_until(lambda: _written(pidfile), what="started")
-    pgid = int(pidfile.read_text())
+    pgid = pid_in(pidfile)
     wait_until(lambda: len(group_members(pgid)) == 3, what="the group's three processes")
     return pgid
 
 
 def _spawner(pidfile: Path) -> str:
-    return f"echo $$ > {pidfile}; sleep 60 & sleep 60; wait"
+    return f"echo $$ {NS} > {pidfile}; sleep 60 & sleep 60; wait"
 
 
 def test_stopping_a_run_kills_its_bash_process_group(repo: Path) -> None:
@@ -255,7 +256,7 @@ def test_a_run_past_its_deadline_kills_its_bash_process_group(repo: Path) -> Non
         wait_until(lambda: _written(pidfile) or handle.done, what="the pid or the end")
         assert handle.result(WAIT).status is RunStatus.TIMED_OUT
         if _written(pidfile):
-            pgid = int(pidfile.read_text())
+            pgid = pid_in(pidfile)
             wait_until(lambda: group_members(pgid) == [], what="the group killed")
 
 
@@ -278,7 +279,7 @@ def test_background_shells_end_with_their_run_and_the_runtime(repo: Path) -> Non
     )  # fmt: skip
     try:
         assert rt.run("quick", "go", wait=WAIT).status is RunStatus.COMPLETED
-        ended = int(first.read_text())
+        ended = pid_in(first)
         wait_until(lambda: group_members(ended) == [], what="the finished run's shell killed")
         rt.spawn("slow", "go")
         running = _started(second)

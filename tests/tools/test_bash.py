@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ns_pids import NS, pid_in
 from subagents.tools.base import ToolError, ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
@@ -32,7 +33,7 @@ def _written(pidfile: Path) -> bool:
 
 def spawner(pidfile: Path) -> str:
     """A command whose group has three processes: the shell and two sleeps."""
-    return f"echo $$ > {pidfile}; sleep 60 & sleep 60; wait"
+    return f"echo $$ {NS} > {pidfile}; sleep 60 & sleep 60; wait"
 
 
 def test_bash_runs_in_the_workspace_and_reports_exit_codes(
@@ -71,7 +72,7 @@ def test_a_timeout_kills_the_whole_process_group(context: ToolContext, repo: Pat
     # the group is up (or, on a machine too loaded to start it in 3 s, the call is over)
     wait_until(lambda: _written(pidfile) or not worker.is_alive(), what="started")
     if _written(pidfile):
-        leader = int(pidfile.read_text())
+        leader = pid_in(pidfile)
         wait_until(lambda: len(group_members(leader)) == 3 or not worker.is_alive(), what="up")
     worker.join(WAIT)
     assert not worker.is_alive()
@@ -82,7 +83,7 @@ def test_a_timeout_kills_the_whole_process_group(context: ToolContext, repo: Pat
         assert "it and every process it started were killed" in out.content, out.content
     # whatever of the group had started is killed (SIGKILL lands after killpg returns)
     if _written(pidfile):
-        pgid = int(pidfile.read_text())
+        pgid = pid_in(pidfile)
         wait_until(lambda: group_members(pgid) == [], what="the group killed")
 
 
@@ -94,7 +95,7 @@ def test_a_stop_kills_the_whole_process_group(repo: Path, processes: ProcessGrou
     worker = threading.Thread(target=lambda: result.append(bash(ctx, command=spawner(pidfile))))
     worker.start()
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
-    pgid = int(pidfile.read_text())
+    pgid = pid_in(pidfile)
     wait_until(lambda: len(group_members(pgid)) == 3, what="the group's three processes")
     cancel.set()
     worker.join(60)
@@ -109,7 +110,7 @@ def test_background_shell_output_and_kill(context: ToolContext, repo: Path) -> N
     assert started.content.startswith("Command running in background with ID: bash_")
     shell_id = started.content.rsplit(" ", 1)[1]
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
-    pgid = int(pidfile.read_text())
+    pgid = pid_in(pidfile)
     process = context.processes.get(context.run_id, shell_id)
     assert process is not None  # its output copied by a thread of its own: wait for "first"
     wait_until(lambda: process.output.read_bytes() == b"first\n", what="first relayed")
@@ -140,7 +141,7 @@ def test_the_end_of_a_run_kills_its_background_shells(context: ToolContext, repo
     pidfile = repo / "pid"
     bash(context, command=spawner(pidfile), run_in_background=True)
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
-    pgid = int(pidfile.read_text())
+    pgid = pid_in(pidfile)
     assert context.processes.kill_run(context.run_id) == 1
     wait_until(lambda: group_members(pgid) == [], what="the group killed")
     assert context.processes.live_count() == 0

@@ -33,6 +33,7 @@ from pathlib import Path
 from subagents.tools.detached import allow, held
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import Sandbox
+NS = "$(readlink /proc/$$/ns/pid)"  # (ns_pids.NS: its PID namespace)
 
 allow()  # as a cluster's node host does (Ray kills its children)
 where = Path(sys.argv[1])
@@ -40,7 +41,7 @@ sandbox = None
 if sys.argv[2] == "sandboxed":
     sandbox = Sandbox.coerce(Sandbox()).for_run(workspace=where, read_only=False, network=True)
 groups = ProcessGroups(scratch_root=where)
-waits = sys.argv[3] + f"; echo $$ > {where}/shell; sleep 600"
+waits = sys.argv[3] + f"; echo $$ {NS} > {where}/shell; sleep 600"
 started = [
     groups.start(waits, cwd=where, run_id="r", sandbox=sandbox),
     groups.start(sys.argv[4], cwd=where, run_id="r", sandbox=sandbox, background=True),

@@ -12,6 +12,8 @@ import os
 import threading
 from pathlib import Path
 
+import ns_pids
+from ns_pids import NS
 from subagents.tools.base import ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
@@ -26,12 +28,12 @@ TOOLS = builtin_tools()
 
 def daemon(pidfile: Path) -> str:
     """A process in a session of its own (not in the command's group), writing its pid."""
-    return f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' > /dev/null 2>&1 &"
+    return f"setsid sh -c 'echo $$ {NS} > {pidfile}; exec sleep 300' > /dev/null 2>&1 &"
 
 
 def double_forked(pidfile: Path) -> str:
     """A daemon made the classic way: a subshell forks it and exits; it calls ``setsid``."""
-    return f"( setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' > /dev/null 2>&1 & ) ; true"
+    return f"( setsid sh -c 'echo $$ {NS} > {pidfile}; exec sleep 300' > /dev/null 2>&1 & ) ; true"
 
 
 def alive(pid: int) -> bool:
@@ -45,7 +47,7 @@ def alive(pid: int) -> bool:
 
 def pid_in(pidfile: Path) -> int:
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="the pid")
-    return int(pidfile.read_text())
+    return ns_pids.pid_in(pidfile)
 
 
 def test_a_daemon_in_a_new_session_dies_when_its_command_ends(

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ns_pids import NS
 from subagents.tools.processes import REAPER
 
 from .conftest import WAIT, wait_until
@@ -26,14 +27,15 @@ import sys
 from pathlib import Path
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import Sandbox
+NS = "$(readlink /proc/$$/ns/pid)"  # (ns_pids.NS: its PID namespace)
 
 where = Path(sys.argv[1])
 sandbox = None
 if sys.argv[2] == "sandboxed":
     sandbox = Sandbox.coerce(Sandbox()).for_run(workspace=where, read_only=False, network=True)
 groups = ProcessGroups(scratch_root=where)
-waits = f"sleep 600 & echo $! > {where}/child; echo $$ > {where}/shell; wait"
-daemon = f"setsid sh -c 'echo $$ > {where}/daemon; exec sleep 600' > /dev/null 2>&1 &"
+waits = f"sleep 600 & echo $! {NS} > {where}/child; echo $$ {NS} > {where}/shell; wait"
+daemon = f"setsid sh -c 'echo $$ {NS} > {where}/daemon; exec sleep 600' > /dev/null 2>&1 &"
 started = [
     groups.start(waits, cwd=where, run_id="r", sandbox=sandbox),
     groups.start(daemon, cwd=where, run_id="r", sandbox=sandbox, background=True),
@@ -85,7 +87,7 @@ def test_a_runtime_dead_before_its_reaper_looks_is_seen(tmp_path: Path) -> None:
     status, told = os.pipe()
     os.close(status)  # the runtime's end, gone before the reaper starts
     pidfile = tmp_path / "pid"
-    command = ["/bin/sh", "-c", f"echo $$ > {pidfile}; sleep 600"]
+    command = ["/bin/sh", "-c", f"echo $$ {NS} > {pidfile}; sleep 600"]
     reaper = subprocess.Popen(
         [*REAPER_ARGV, "--status-fd", str(told), "--", *command],
         pass_fds=(told,),

@@ -26,7 +26,7 @@ if os.fork() == 0:  # a daemon of its own, double forked, its environment cleare
     os.setsid()
     if os.fork() == 0:
         with open(sys.argv[1] + ".tmp", "w") as f:
-            f.write(str(os.getpid()))
+            f.write(f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}")  # (ns_pids)
         os.rename(sys.argv[1] + ".tmp", sys.argv[1])
         os.execv("/usr/bin/env", ["env", "-i", "sleep", "300"])
     os._exit(0)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from ns_pids import NS
 from subagents.tools.base import ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
@@ -34,7 +35,7 @@ TOOLS = builtin_tools()
 
 def hidden(pidfile: Path, body: str = "exec sleep 300") -> str:
     """A daemon in a session of its own with an empty environment, writing its pid."""
-    return f"setsid env -i sh -c 'echo $$ > {pidfile}; {body}' > /dev/null 2>&1 &"
+    return f"setsid env -i sh -c 'echo $$ {NS} > {pidfile}; {body}' > /dev/null 2>&1 &"
 
 
 def double_forked(pidfile: Path) -> str:
@@ -218,7 +219,7 @@ def test_a_command_dies_with_its_reaper(repo: Path, processes: ProcessGroups) ->
     reapers. A reaper's shell is killed with it (``PR_SET_PDEATHSIG``) instead of going on
     under init (seen in CI: a killed driver's command alive 180 s after)."""
     pidfile = repo / "pid"
-    process = processes.start(f"echo $$ > {pidfile}; sleep 300", cwd=repo, run_id="r1")
+    process = processes.start(f"echo $$ {NS} > {pidfile}; sleep 300", cwd=repo, run_id="r1")
     wait_until(lambda: pidfile.is_file() and pidfile.read_text().strip() != "", what="pid")
     shell = pid_in(pidfile)
     os.kill(process.reaper_pid, signal.SIGKILL)

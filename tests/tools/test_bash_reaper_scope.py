@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ns_pids import NS
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox_exec import kernel_abi
 
@@ -45,11 +46,16 @@ def gone(pid: int, what: str) -> None:
 def test_an_unsandboxed_command_still_signals_another_calls_process(
     repo: Path, processes: ProcessGroups
 ) -> None:
-    """Outside the sandbox no scope: a command may stop a server an earlier Bash call of the
-    run started (what the owner allowed by turning the sandbox off)."""
+    """Outside the sandbox no scope and no PID namespace: a command may stop a server an
+    earlier Bash call of the run started (what the owner allowed by turning the sandbox
+    off)."""
     ctx = make_context(repo, processes)
     pidfile = repo / "server"
-    started = bash(ctx, command=f"sleep 300 & echo $! > {pidfile}", run_in_background=True)
+    started = bash(
+        ctx,
+        command=f"sleep 300 & echo $! {NS} > {pidfile}",
+        run_in_background=True,
+    )
     assert not started.is_error, started.content
     server = pid_in(pidfile)
     try:
@@ -86,6 +92,9 @@ def test_a_command_still_signals_its_own_processes(
     assert "killed 143" in out, out
     for kill in ("kill -- -$$", "kill 0"):  # the shell's group: itself and its sleep
         pidfile = repo / f"pid{len(kill)}"
-        out = bash(ctx, command=f"sleep 300 & echo $! > {pidfile}; {kill}; echo lived").content
+        out = bash(
+            ctx,
+            command=f"sleep 300 & echo $! {NS} > {pidfile}; {kill}; echo lived",
+        ).content
         assert "lived" not in out, (kill, out)
         gone(pid_in(pidfile), f"{kill}'s sleep killed")

@@ -113,10 +113,11 @@ def test_multiprocessing_works_and_the_machines_shm_stays_out_of_reach(
 
 @pytest.fixture
 def launcher_copy(tmp_path: Path) -> Iterator[Path]:
-    """The launcher's four files where another user can read them (tmp_path is root's)."""
+    """The launcher's five files where another user can read them (tmp_path is root's)."""
     folder = Path(tmp_path.anchor, "tmp") / f"subagents-launcher-{uuid.uuid4().hex}"
     folder.mkdir(mode=0o755)
-    for name in ("sandbox_exec.py", "sandbox_shm.py", "sandbox_syscalls.py", "reaper.py"):
+    names = ("sandbox_exec.py", "sandbox_shm.py", "sandbox_syscalls.py", "reaper.py")
+    for name in (*names, "reaper_ns.py"):
         shutil.copy(TOOLS / name, folder / name)
     try:
         yield folder

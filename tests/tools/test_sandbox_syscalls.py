@@ -118,8 +118,12 @@ def bystander() -> Iterator[int]:
 @landlock
 @pytest.mark.parametrize("mode", ["plan", "bypassPermissions"])
 def test_no_run_changes_another_processes_priority_or_limits(
-    repo: Path, bystander: int, mode: str
+    repo: Path, bystander: int, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The seccomp filter's refusal, where the command sees the bystander: without a PID
+    namespace of its own (in one, another process is not even in sight: ``No such
+    process``)."""
+    monkeypatch.setenv("SUBAGENTS_PID_NAMESPACE", "0")
     limit = resource.prlimit(bystander, resource.RLIMIT_NOFILE)
     priority = os.getpriority(os.PRIO_PROCESS, bystander)  # the tests' own (nice -n 10 pytest)
     affinity = os.sched_getaffinity(bystander)

@@ -8,6 +8,13 @@ its first process, the runtime's child, ends at once, and the reaper, re-parente
 (or to the nearest subreaper above the runtime), is out of reach of a kill of the runtime's
 children; the runtime's end still stops it (its lifeline, the status pipe).
 
+Where the command gets a PID namespace of its own (``reaper_ns``) the reaper is its init, and
+a SIGKILL of it would end every daemon of the command (the kernel's): the detaching is kept
+all the same, merged into the namespace's fork (the first process says the init's pid and
+ends; no second fork), so that a kill of the host's children still leaves the command its
+graceful stop through the lifeline (SIGTERM, the grace), and one path serves where
+namespaces are refused.
+
 The runtime then knows the reaper by its pid, said first on the status pipe (``pid N``), and
 holds it by a pidfd (``os.pidfd_open``): signals go to the process itself, never to a number
 another process may have taken, and the pidfd reads as ready when it has ended. Taken only

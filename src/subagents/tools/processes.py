@@ -8,7 +8,9 @@ A daemon does leave it (``setsid``, a double fork, ``nohup``), and may clear its
 (``env -i``): on Linux the kernel's bookkeeping holds it all the same. Every command runs as
 the child of the reaper (``reaper``: a subreaper, the parent of every orphan the command
 leaves), which kills all of them when the shell ends (with ``background``: when the runtime
-says so) and tells the runtime the shell's end and that all is gone (``Process.contained``).
+says so) and tells the runtime the shell's end and that all is gone (``Process.contained``);
+in the sandbox, where the system allows, as the init of the command's own PID namespace
+(``reaper_ns``), whose end the kernel makes the end of everything in it.
 The runtime's death, however it dies (SIGKILL included), is a stop to every reaper too: the
 status pipe's read end is the runtime's alone, and its close is the reaper's lifeline. The
 reaper is not the runtime's child in a cluster's node host (``tools.detached``: a kill of
@@ -365,7 +367,7 @@ def _launched(
     ``tools.detached``), or under the reaper alone."""
     flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
     reap = ["--status-fd", str(told), *flags] if told >= 0 else []
-    if sandbox is not None and sandbox.landlock:
+    if sandbox is not None and sandbox.landlock:  # (a PID namespace: in the sandbox only)
         return sandbox.argv(argv, run_dir, reap)
     if sandbox is not None:
         sandbox.argv(argv, run_dir)  # its refusal, if any

@@ -14,6 +14,15 @@ its parent reaps it), reap, and again (their orphans come next) until the kernel
 is no child left (``ECHILD``). No privilege, no namespace, no cgroup: what an unprivileged
 user's machine allows.
 
+In the sandbox (``sandbox_exec``, where the system allows: ``reaper_ns``), this process is
+the init of a PID namespace of the command's own instead (``run``'s ``init``): the orphans
+come to it without a subreaper, and one ``kill(-1, SIGKILL)`` ends them all at once, which
+no list-and-kill does against a fork bomb whose processes fork and end; its own end, however
+it comes, ends them too (the kernel's). Never outside the sandbox (this file's ``main``): an
+unsandboxed command may do what its user's own shell may, ``kill`` or ``ps`` an earlier Bash
+call's server included, and a namespace would refuse that for no security (such a command
+can undo its launcher other ways).
+
 When: when the command's shell ends (its daemons end with it), or, with ``--linger`` (a
 background shell), when every process it left has ended by itself or the runtime sends
 SIGTERM (KillShell, the run's end, the runtime's close). The shell leads a process group of
@@ -53,6 +62,7 @@ import time
 TYPE_CHECKING = False  # ``typing`` not imported: every import here costs every command
 if TYPE_CHECKING:
     import signal
+    from types import ModuleType
 else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M instructions)
     import _signal as signal
 
@@ -105,6 +115,15 @@ class _IntCall(_ctypes.CFuncPtr):
 
     _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
     _restype_ = _Int
+
+
+def namespaces() -> ModuleType:
+    """``reaper_ns``, loaded from this file's folder (as ``sandbox_exec.sibling``: the
+    launchers run with ``-I -S``, where the package cannot be imported)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.append(here)
+    return __import__("reaper_ns")
 
 
 class _Program:
@@ -175,11 +194,18 @@ def scope_signals() -> bool:
 
 
 def run(
-    program: str, argv: list[str], *, listing: int, status_fd: int, linger: bool = False
+    program: str,
+    argv: list[str],
+    *,
+    listing: int,
+    status_fd: int,
+    linger: bool = False,
+    init: bool = False,
 ) -> int:
     """Run ``argv`` (``program`` found already), hold and kill what it starts (see the module's
-    docstring; ``listing``: what ``prepare`` opened); ends this process as the shell ended,
-    or returns an exit code on failure."""
+    docstring; ``listing``: what ``prepare`` opened; ``init``: this process is its PID
+    namespace's init, ``reaper_ns``, which kills all at once); ends this process as the
+    shell ended, or returns an exit code on failure."""
     # not dumpable: the command may not open this process's files through /proc (its status
     # pipe: a forged ``reaped``); its own ``exec`` makes the command dumpable again. Here, not
     # in ``prepare``: the sandbox launcher writes its own /proc/self/uid_map in between,
@@ -195,9 +221,11 @@ def run(
     _lead_group(pid)  # in both: a stop forwarded at once reaches it
     _quiet_stdio()  # the command's output pipe ends when the command's writers are gone
     code = _supervise(pid, status_fd, linger)
-    if kill_all(listing):
+    if namespaces().kill_all() if init else kill_all(listing):
         _report(status_fd, "reaped")
     os.close(status_fd)
+    if init:  # an init cannot end by a signal: its waiter ends as the shell did
+        namespaces().tell(code)
     return _end_as(code)
 
 

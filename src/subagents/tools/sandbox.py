@@ -295,12 +295,16 @@ class RunSandbox:
 
     def argv(self, argv: list[str], temp_dir: Path, reap: Sequence[str] = ()) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
-        ``reap``: the reaper's flags (``reaper``: the launcher then holds what it starts).
-        ``SandboxRefused`` when no process may start."""
+        ``reap``: the reaper's flags (``reaper``: the launcher then holds what it starts, as
+        its PID namespace's init unless the runtime's environment has
+        ``SUBAGENTS_PID_NAMESPACE=0``: ``reaper_ns``). ``SandboxRefused`` when no process may
+        start."""
         if self.refusal is not None:
             raise SandboxRefused(self.refusal)
         if not self.landlock:
             return argv
+        if reap and os.environ.get(sandbox_exec.PID_NAMESPACE_VARIABLE, "").strip() == "0":
+            reap = [*reap, sandbox_exec.NO_NAMESPACE]
         head = [sys.executable, "-I", "-S", LAUNCHER, *reap, "--abi", str(self.abi)]
         for path in (*self.writable, temp_dir):
             head += ["--write", str(path)]

@@ -2,7 +2,8 @@
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
         [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...]
-        [(--status-fd N | --status-path P) [--linger] [--detach]] -- CMD ARGS...
+        [(--status-fd N | --status-path P) [--linger] [--detach] [--no-pid-namespace]]
+        -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -49,6 +50,8 @@ With ``--status-fd`` (every command ``ProcessGroups`` starts) the launcher does 
 the command but runs it as its child and holds what it starts (``reaper``: made subreaper
 before Landlock, which may forbid reading ``/proc``, and run after), in this one interpreter;
 with ``--detach`` in a child of this process, which ends at once (``reaper.detach``).
+Where it may, the launcher first makes a new PID namespace (with ``--private-shm``'s, else
+as root) and the reaper is its init (``reaper_ns``: nothing of the command outlives it).
 
 If Landlock cannot be applied, the launcher prints why and exits with ``FAILED_EXIT``: it
 never runs the command unrestricted. Deciding what to do on a kernel without Landlock (refuse,
@@ -109,6 +112,12 @@ READ_RIGHTS = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE
 """What ``--read`` grants (and, given any, what is denied elsewhere)."""
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 """Written by everyday commands (``> /dev/null``); a rule on a file may carry file rights only."""
+NO_NAMESPACE = "--no-pid-namespace"
+"""The command gets no PID namespace of its own (``reaper_ns``): given by ``RunSandbox.argv``
+where the runtime's environment has ``PID_NAMESPACE_VARIABLE=0``."""
+PID_NAMESPACE_VARIABLE = "SUBAGENTS_PID_NAMESPACE"
+"""Set to ``0`` in the runtime's environment: sandboxed commands get no PID namespace (the
+reaper alone: how tests see a system that refuses one)."""
 FAILED_EXIT = 125
 """The launcher's exit code when it could not restrict itself (the command did not run)."""
 ABI_VARIABLE = "SUBAGENTS_LANDLOCK_ABI"
@@ -282,21 +291,37 @@ def sibling(name: str) -> ModuleType:
     return __import__(name)
 
 
-def private_shm(writable: list[str], size: int | None, hidden: list[str]) -> None:
+def private_shm(writable: list[str], size: int | None, hidden: list[str], *, pid: bool) -> bool:
     """Give this process a ``/dev/shm`` of its own (of ``size`` bytes at most, None: the
     default) and add it to ``writable``, and cover the ``hidden`` files with an empty one;
     as before when the system does not allow it (``OSError`` when it broke half-way, or
     a file could not be covered, or there are ``hidden`` files: the runtime asks for
     them only where its probe made a namespace, so a launch that could not make one now
-    (a user's namespaces used up) must not run the command with the store in reach)."""
+    (a user's namespaces used up) must not run the command with the store in reach).
+    With ``pid``, a new PID namespace too where allowed (``reaper_ns``): whether it was."""
     shm = sibling("sandbox_shm")
     libc = _libc()
-    why = shm.enter(libc, size or shm.SIZE)
+    why = shm.enter(libc, size or shm.SIZE, pid=pid)
+    entered = pid and why is None
+    if why is not None and pid:
+        if _own_pid_namespace():  # made, then a mount failed: /proc could not be mounted
+            raise OSError(f"could not make the command's namespaces: {why}")  # safely
+        why = shm.enter(libc, size or shm.SIZE)  # refused with a PID namespace: without
     if why is None:
         writable.append(shm.SHM)
         shm.hide(libc, hidden)
     elif hidden:  # the runtime's probe made one: run nothing with the store in reach
         raise OSError(f"could not hide the run store from it: {why}")
+    return entered
+
+
+def _own_pid_namespace() -> bool:
+    """Whether this process's next child starts in a PID namespace of its own (``unshare``
+    made one)."""
+    try:
+        return os.readlink("/proc/self/ns/pid_for_children") != os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return False
 
 
 def probe_private_shm() -> int:
@@ -319,15 +344,16 @@ def limit_syscalls(limits: ModuleType, *, read_only: bool, network: bool) -> Non
         limits.install_filter(libc, program)
 
 
-def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, bool, int | None]:
-    """``argv`` without the reaper's flags (before ``--``), ``--linger``, ``--detach`` and
-    ``--status-fd``'s number, or that of ``--status-path``'s FIFO, opened (None: run the
-    command by ``exec``, unheld)."""
+def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, bool, bool, int | None]:
+    """``argv`` without the reaper's flags (before ``--``), ``--linger``, ``--detach``,
+    not ``--no-pid-namespace`` and ``--status-fd``'s number, or that of ``--status-path``'s
+    FIFO, opened (None: run the command by ``exec``, unheld)."""
     end = argv.index("--") if "--" in argv else len(argv)
     head, rest = argv[:end], argv[end:]
     linger = "--linger" in head
     detached = "--detach" in head
-    head = [flag for flag in head if flag not in ("--linger", "--detach")]
+    own_namespace = NO_NAMESPACE not in head
+    head = [flag for flag in head if flag not in ("--linger", "--detach", NO_NAMESPACE)]
     status_fd = None
     if "--status-fd" in head:
         at = head.index("--status-fd")
@@ -339,7 +365,8 @@ def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, bool, int | None]:
         if at + 1 < len(head):
             status_fd = _status_fifo(head[at + 1])
             del head[at : at + 2]
-    return head + rest, linger, detached and status_fd is not None, status_fd
+    held = status_fd is not None
+    return head + rest, linger, detached and held, own_namespace, status_fd
 
 
 def _status_fifo(path: str) -> int:
@@ -364,7 +391,7 @@ def main(argv: list[str]) -> int:
     hidden: list[str] = []
     if argv == ["--probe-private-shm"]:
         return probe_private_shm()
-    argv, linger, detached, status_fd = _reaper_flags(argv)
+    argv, linger, detached, own_namespace, status_fd = _reaper_flags(argv)
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag = argv[i]
@@ -398,9 +425,8 @@ def main(argv: list[str]) -> int:
     try:
         abi = min(abi, KNOWN_ABI, kernel_abi())
         limits = sibling("sandbox_syscalls")
-        listing = _hold(reaper, status_fd, detached)  # before Landlock: /proc
-        if shm:  # before Landlock, which forbids mounting
-            private_shm(writable, shm_size, hidden)
+        pid = _namespaces(writable, shm, shm_size, hidden, pid=reaper is not None and own_namespace)
+        listing = _hold(reaper, status_fd, detached, pid)  # before Landlock: /proc
         restrict(writable, network=network, abi=abi, readable=readable)
         limit_syscalls(limits, read_only=read_only, network=network)
     except (LandlockError, OSError) as exc:
@@ -409,16 +435,31 @@ def main(argv: list[str]) -> int:
             return int(reaper.failed(status_fd, detached))
         return FAILED_EXIT
     if reaper is not None and status_fd is not None:  # the command as its child, held
-        return int(
-            reaper.run(program, command, listing=listing, status_fd=status_fd, linger=linger)
-        )
+        held = {"listing": listing, "status_fd": status_fd, "linger": linger, "init": pid}
+        return int(reaper.run(program, command, **held))
     return _exec(program, command)
 
 
-def _hold(reaper: ModuleType | None, status_fd: int | None, detached: bool) -> int:
+def _namespaces(
+    writable: list[str], shm: bool, size: int | None, hidden: list[str], *, pid: bool
+) -> bool:
+    """The command's namespaces, made before Landlock (which forbids mounting): its private
+    ``/dev/shm``'s (``private_shm``, with a PID namespace where ``pid``), or with ``pid``
+    a PID namespace alone where no user namespace is needed (root: ``reaper_ns.unshare``);
+    whether a PID namespace was made."""
+    if shm:
+        return private_shm(writable, size, hidden, pid=pid)
+    return pid and bool(sibling("reaper_ns").unshare(_libc()))
+
+
+def _hold(reaper: ModuleType | None, status_fd: int | None, detached: bool, init: bool) -> int:
     """Become the reaper (``reaper.detach``d first when ``detached``) and open the list of
-    its children (-1: none, or not held: no ``reaper``)."""
+    its children (-1: none, or not held: no ``reaper``); with ``init`` (a new PID namespace
+    entered), as its init (``reaper_ns.become_init``), which needs no list."""
     if reaper is None or status_fd is None:
+        return -1
+    if init:
+        sibling("reaper_ns").become_init(_libc(), status_fd, detached=detached)
         return -1
     if detached:
         reaper.detach(status_fd)

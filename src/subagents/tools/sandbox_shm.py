@@ -12,11 +12,11 @@ themselves, so the files it makes stay the user's) and mounts a fresh tmpfs ther
 machine's ``/dev/shm`` is hidden under it; the mount does not propagate back (the tree is
 made a slave first), and it goes away with the namespace's last process.
 
-No new PID, network or IPC namespace: ``ps``, signals and the runtime's killing of a run's
-process group are as before. The command cannot undo the mount: Landlock denies a
-restricted process every change of the mount tree, the seccomp filter denies ``mount``,
-``unshare`` and ``setns`` (``sandbox_syscalls``), and the capabilities it would need are
-dropped.
+No network or IPC namespace; a new PID namespace where the launcher holds the command
+(``pid``: ``reaper_ns``, whose init the reaper is, a fresh ``/proc`` mounted). The command
+cannot undo the mount: Landlock denies a restricted process every change of the mount
+tree, the seccomp filter denies ``mount``, ``unshare`` and ``setns``
+(``sandbox_syscalls``), and the capabilities it would need are dropped.
 
 The same namespace keeps the run store from the command (``hide``): reads are not
 restricted in the sandbox, so each of the store's files is covered there by an empty one
@@ -45,6 +45,7 @@ INODES = 16384
 does not count."""
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_SLAVE = 2, 4, 1 << 12, 1 << 14, 1 << 19
 COVER = f"{SHM}/.hidden"
 """The empty file (mode 000) mounted over each hidden file: in the private tmpfs, so it is
@@ -120,18 +121,20 @@ def _map_own_ids(uid: int, gid: int) -> None:
         raise OSError(exc.errno, f"mapping the user's ids in a user namespace: {exc}") from None
 
 
-def enter(libc: ctypes.CDLL, size: int = SIZE) -> str | None:
+def enter(libc: ctypes.CDLL, size: int = SIZE, *, pid: bool = False) -> str | None:
     """Move this (single-threaded) process into a mount namespace whose ``/dev/shm`` is a
     fresh tmpfs of at most ``size`` bytes. None when done, else why not: the process then
     sees the same files as before (at worst from namespaces of its own). ``OSError`` when
     the user's ids could not be mapped in the new user namespace: a command there could
-    write nothing, so the launcher must not run it."""
+    write nothing, so the launcher must not run it. With ``pid``, a new PID namespace too
+    (``reaper_ns``: this process's next child is its init)."""
     if not os.path.isdir(SHM):
         return f"{SHM} is not a directory here"
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(CLONE_NEWNS) != 0:  # root (CAP_SYS_ADMIN) needs no user namespace
+    more = CLONE_NEWPID if pid else 0
+    if libc.unshare(CLONE_NEWNS | more) != 0:  # root (CAP_SYS_ADMIN) needs no user namespace
         helper = _mirror_helper() if uid == 0 else None  # root: it may keep every id
-        entered = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0
+        entered = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | more) == 0
         why = None if entered else _fail("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
         mirrored = helper is not None and _mirrored(helper, go=entered)
         if why:

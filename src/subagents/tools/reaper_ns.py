@@ -1,0 +1,165 @@
+"""The reaper as the init (PID 1) of a PID namespace of its own: nothing its command starts
+can outlive it, nor outrun its kill.
+
+Why: the reaper alone (``reaper``: a subreaper that lists its children, kills them, and
+again) loses a race to a wandering fork bomb, whose every process forks two and ends: the
+orphans of each round of kills refill the pids it freed, and the bomb lived on under init
+(4 runs in 6, session 24). The kernel settles it when the reaper is the init of the
+command's PID namespace: (1) the init's ``kill(-1, SIGKILL)`` reaches every other process
+of the namespace at once (under the task list's lock, which a fork takes too: a fork that
+was under way fails, its parent killed), and when the init ends, however it ends, the
+kernel first refuses every new pid in the namespace, then kills all of it
+(``zap_pid_ns_processes``); (2) so a SIGKILL of the reaper (Ray ending a lost driver's node
+host, the runtime's own last resort) kills every daemon of its command with it; (3) from
+inside, the init gets no signal it has no handler for: the command cannot SIGKILL or
+SIGSTOP it. A fresh ``/proc`` is mounted in the namespace's mount namespace, so ``$$``,
+``kill``, ``ps``, ``pgrep`` and ``/proc/self`` inside agree (they see the command's own
+processes only).
+
+How: the sandbox's launcher ``unshare``s ``CLONE_NEWPID`` (with its private ``/dev/shm``:
+``sandbox_shm.enter``; without one, ``unshare`` here, only where it may without a user
+namespace: as root), and its next fork is the namespace's init (``become_init``), which
+runs the reaper (``reaper.run`` with ``init``). The launcher's first process either stays,
+the runtime's child, waiting for the init and passing the runtime's stops on to it
+(``_wait``: one more small process per command; a SIGKILL of it kills the init,
+``PR_SET_PDEATHSIG``), or, detached (``tools.detached``), says the init's pid and ends.
+
+Where not: outside the sandbox (the lead's call, session 25: an unsandboxed command may do
+what its user's own shell may, ``kill``, ``pkill`` or ``ps`` a server an earlier Bash call
+started, which a namespace of its own would refuse, for no security: such a command can undo
+its launcher other ways; and it costs ~17% of a trivial command's CPU), user namespaces
+refused (``sandbox_shm.ENABLE``), or the runtime started with ``SUBAGENTS_PID_NAMESPACE=0``
+(the launcher's ``--no-pid-namespace``): the reaper alone, as before. The namespace bounds
+no count of processes (a pids cgroup would, where one is delegated).
+
+Standard library only, no import of its own (the launchers load it by path, ``-I -S``);
+the C calls through the ``libc`` the caller gives (``ctypes.CDLL(None)``, or the reaper's
+cheaper ``_Libc``).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from typing import Any
+else:  # the C module, the same names (see ``reaper``)
+    import _signal as signal
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_SLAVE = 2, 4, 8, 1 << 14, 1 << 19
+PR_SET_PDEATHSIG = 1
+STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+WAITED = STOPS | {signal.SIGCHLD}
+
+
+def unshare(libc: Any) -> bool:
+    """Move this (single-threaded) process's next child into a new PID namespace, with a
+    new mount namespace whose mounts do not propagate back (where a fresh ``/proc`` can be
+    mounted); whether done. Only where no user namespace is needed (``CAP_SYS_ADMIN``)."""
+    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS) != 0:
+        return False
+    if libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
+        raise OSError("making the mounts slaves in a new mount namespace failed")
+    return True
+
+
+def become_init(libc: Any, status_fd: int, *, detached: bool) -> None:
+    """Fork the namespace's init (after ``unshare`` or ``sandbox_shm.enter`` with
+    ``CLONE_NEWPID``) and return in it, a fresh ``/proc`` mounted; this process never
+    returns: detached, it says the init's pid (its pid out here) and ends; else it waits
+    for the init and ends as it did (``_wait``). Signals stay blocked in the init: a stop
+    that comes before the reaper waits for it is pending, not lost."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, WAITED)
+    # detached: the init says nothing before its pid is said (the pipe's end); else the
+    # init tells its waiter how its shell ended (``tell``: an init cannot end by a signal)
+    go, said = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if detached:
+            os.close(said)
+            os.read(go, 1)
+        else:  # its waiter SIGKILLed (a kill of the runtime's children): the init too
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            _TELL[0] = said
+        os.close(go)
+        # a failure leaves the parent's /proc (the kill holds all the same: ``ps`` is off)
+        libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        return
+    if detached:  # its pid said first, then the init may go on (``said`` closed: its EOF)
+        try:  # noqa: SIM105 (contextlib: one more import at every start)
+            os.write(status_fd, f"pid {pid}\n".encode())
+        except OSError:
+            pass
+        os._exit(0)
+    os.close(said)
+    os.close(status_fd)  # the init's alone: its end is the runtime's news
+    _quiet_stdio()  # the command's output pipe ends with the command's writers
+    _wait(pid, go)
+
+
+_TELL = [-1]
+"""In a waited-for init: the pipe to its waiter (``tell``)."""
+
+
+def tell(code: int) -> None:
+    """In the init, at its end: how its shell ended (``-SIG``: a signal), for its waiter to
+    end alike."""
+    if _TELL[0] >= 0:
+        os.write(_TELL[0], str(code).encode())
+
+
+def _quiet_stdio() -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _wait(init: int, told: int) -> None:
+    """Pass the runtime's stops on to ``init`` (a signal to this process alone misses it)
+    until it ends, then end as its shell did (as it ``told``), or as it did."""
+    while True:
+        info = signal.sigwaitinfo(WAITED)
+        if info.si_signo != signal.SIGCHLD:
+            try:  # noqa: SIM105
+                os.kill(init, info.si_signo)
+            except OSError:
+                pass  # ended meanwhile
+            continue
+        try:
+            ended, status = os.waitpid(init, os.WNOHANG)
+        except ChildProcessError:
+            os._exit(125)
+        if ended:
+            break
+    said = os.read(told, 32)
+    code = int(said) if said.lstrip(b"-").isdigit() else os.waitstatus_to_exitcode(status)
+    if code < 0:
+        import resource  # only here: most commands end by themselves
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file of this process
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def kill_all() -> bool:
+    """As the namespace's init: SIGKILL every other process in it at once and reap them
+    all; whether done (False: this process is no init, nothing was sent)."""
+    if os.getpid() != 1:  # kill(-1) elsewhere would reach every process of the user's
+        return False
+    try:  # noqa: SIM105
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # none left
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return True
