@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ns_pids import outer
 from polling import wait_until
 
 SERVER_APP = Path(__file__).with_name("mcp_server_app.py")
@@ -53,6 +54,11 @@ def dying_server(tmp_path: Path) -> dict[str, Any]:
         encoding="utf-8",
     )
     return {"command": sys.executable, "args": [str(script)]}
+
+
+def server_pid(said: str) -> int:
+    """The pid out here of what the server's ``pid`` tool (or its marker) said."""
+    return outer(said)
 
 
 def alive(pid: int) -> bool:

@@ -22,6 +22,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 
+def _pid() -> str:
+    """``PID NS``: in the sandbox the server runs in a PID namespace of its own
+    (tools/reaper_ns.py), where its pid means another process (or none) out here; a test maps
+    it with ``ns_pids.outer``."""
+    return f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}"
+
+
 def build(name: str, log: str | None, hold: float = 0.0) -> MCPServer:
     app = MCPServer(name)
 
@@ -33,7 +40,7 @@ def build(name: str, log: str | None, hold: float = 0.0) -> MCPServer:
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
         with open(os.path.join(os.path.dirname(log), "marker"), "w", encoding="utf-8") as handle:
-            handle.write(str(os.getpid()))
+            handle.write(_pid())
         time.sleep(hold)
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -42,9 +49,9 @@ def build(name: str, log: str | None, hold: float = 0.0) -> MCPServer:
         return a + b
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
-    def pid() -> int:
-        """The server's process id."""
-        return os.getpid()
+    def pid() -> str:
+        """The server's process id and its PID namespace (``PID NS``: tests/ns_pids.py)."""
+        return _pid()
 
     @app.tool()
     def note(text: str) -> str:

@@ -24,6 +24,7 @@ from .conftest import (
     free_port,
     http_server,
     server_config,
+    server_pid,
     silent_server,
 )
 
@@ -128,7 +129,7 @@ def test_concurrent_first_uses_start_one_process(tmp_path: Path) -> None:
 def test_a_server_that_crashes_mid_call_gives_an_error_naming_it(tmp_path: Path) -> None:
     with hub_with(tmp_path, calc=server_config()) as hub:
         run = hub.tools_for(spec())
-        pid = int(hub.call(run, "mcp__calc__pid", {}).text)
+        pid = server_pid(hub.call(run, "mcp__calc__pid", {}).text)
         with pytest.raises(McpServerError) as caught:
             hub.call(run, "mcp__calc__crash", {})
         message = str(caught.value)
@@ -142,7 +143,7 @@ def test_a_server_that_crashes_mid_call_gives_an_error_naming_it(tmp_path: Path)
         assert hub.status() == {"calc": "dead"}
         # the next run that needs it gets a new process
         again = hub.tools_for(spec())
-        new_pid = int(hub.call(again, "mcp__calc__pid", {}).text)
+        new_pid = server_pid(hub.call(again, "mcp__calc__pid", {}).text)
         assert new_pid != pid and alive(new_pid) and not alive(pid)
 
 
@@ -243,7 +244,7 @@ def test_the_call_timeout_is_the_runtimes_setting_else_mcp_tool_timeout(
 def test_close_stops_every_server_process_and_the_loop_thread(tmp_path: Path) -> None:
     hub = hub_with(tmp_path, a=server_config("a"), b=server_config("b"))
     run = hub.tools_for(spec())
-    pids = [int(hub.call(run, f"mcp__{s}__pid", {}).text) for s in ("a", "b")]
+    pids = [server_pid(hub.call(run, f"mcp__{s}__pid", {}).text) for s in ("a", "b")]
     assert all(alive(p) for p in pids)
     thread = hub.loop_thread
     hub.close()

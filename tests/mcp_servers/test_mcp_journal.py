@@ -17,6 +17,8 @@ import pytest
 
 from polling import wait_until
 
+from .conftest import server_pid
+
 JOB = Path(__file__).with_name("mcp_crash_job.py")
 
 # four interpreters start one after the other (two jobs, two servers): on loaded shared cores
@@ -62,7 +64,7 @@ def _crash_then_resume(tmp: Path, tool: str) -> dict[str, object]:
         proc.communicate()
     # the server was the killed process's child in its own session: it outlives it
     with contextlib.suppress(ProcessLookupError):
-        os.kill(int(marker.read_text()), signal.SIGKILL)
+        os.kill(server_pid(marker.read_text()), signal.SIGKILL)
     marker.unlink()
     again = _start(tmp, tool)
     _, err = again.communicate(timeout=360)

@@ -20,7 +20,7 @@ from subagents.runtime import Runtime
 from subagents.tools.approval import ApprovalRequest
 from subagents.tools.permissions import Permissions
 
-from .conftest import alive, server_config
+from .conftest import alive, server_config, server_pid
 
 WAIT = 60.0
 
@@ -73,7 +73,7 @@ def test_a_scripted_agent_calls_a_real_mcp_server(tmp_path: Path, no_new_threads
         assert outcome.status is RunStatus.COMPLETED, outcome
         assert rt.mcp.status() == {"calc": "ready"}
         first, second = answers(model, "worker")
-        pid = int(first[1].content)
+        pid = server_pid(first[1].content)
         assert alive(pid)
     assert (first[0].content, first[0].is_error) == ("42", False)
     assert second[0].content == "noted: from the worker" and not second[0].is_error
