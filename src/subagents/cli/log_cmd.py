@@ -34,7 +34,7 @@ from subagents.cli.command import (
 )
 from subagents.cli.output import printable
 from subagents.cli.state import EXIT_ORPHANED, EXIT_USAGE, CliError, liveness
-from subagents.cli.transcript import Entry, transcript
+from subagents.cli.transcript import TERMINAL_KINDS, Entry, transcript
 from subagents.cli.views import clock
 from subagents.cli.writing import WritingFollower
 from subagents.messages import RunRecord
@@ -140,6 +140,11 @@ def read(store: InspectedStore, run_id: str, *, final: bool) -> tuple[RunRecord,
         if record is None:
             raise CliError(f"run {run_id} is no longer in the store")
         events = store.events(run_id)
+        if not record.status.terminal and any(e.kind in TERMINAL_KINDS for e in events):
+            # the run ended between the two reads (its end's record and event are one
+            # write): take the record it ended with, or its end would print without its
+            # result and a follower, seeing it printed, would never print it again
+            record = store.get_run(run_id) or record
         checkpoint = store.load_checkpoint(run_id)
         mail = store.mail_for(run_id)
         names = {
