@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ns_pids import NS
+from subagents.tools import reaper_ns
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import RunSandbox, Sandbox
 
@@ -210,3 +211,33 @@ def test_an_unsandboxed_command_sees_and_kills_an_earlier_calls_process(
         wait_until(lambda: not alive(pid), what="the earlier call's server killed")
     finally:
         processes.kill(server, "test over")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_sandboxed_commands_processes_are_bounded_where_the_kernel_allows(
+    tmp_path: Path, processes: ProcessGroups, kind: str
+) -> None:
+    """Linux >= 6.14: the namespace's own ``pid_max`` is set by its init (a fork bomb stops
+    there, not at the machine's table), and the machine's is untouched; before 6.14 it is
+    the machine's and left alone."""
+    machine = Path("/proc/sys/kernel/pid_max").read_text()
+    code, out = _run(processes, "cat /proc/sys/kernel/pid_max", tmp_path, kind)
+    assert code == 0, out
+    assert Path("/proc/sys/kernel/pid_max").read_text() == machine
+    if reaper_ns.kernel(os.uname().release) >= reaper_ns.OWN_PID_MAX:
+        assert int(out) == reaper_ns.RESERVED_PIDS + reaper_ns.PROCESSES_MOST, out
+    else:
+        assert out == machine, out
+
+
+def test_the_bound_is_never_written_on_a_kernel_whose_pid_max_is_the_machines() -> None:
+    assert reaper_ns.kernel("6.18.44-fc-v595") == (6, 18)
+    assert reaper_ns.kernel("6.14.0") == reaper_ns.OWN_PID_MAX
+    assert reaper_ns.kernel("5.15.0-91-generic") < reaper_ns.OWN_PID_MAX
+    assert reaper_ns.kernel("6.13") < reaper_ns.OWN_PID_MAX
+    assert reaper_ns.kernel("weird") == (0, 0)
+    machine = Path("/proc/sys/kernel/pid_max").read_text()
+    # not an init here: nothing written, whatever the kernel says
+    assert reaper_ns.bound_processes("6.18.0") is False
+    assert reaper_ns.bound_processes("5.10.0") is False
+    assert Path("/proc/sys/kernel/pid_max").read_text() == machine

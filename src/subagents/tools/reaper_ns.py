@@ -29,8 +29,14 @@ what its user's own shell may, ``kill``, ``pkill`` or ``ps`` a server an earlier
 started, which a namespace of its own would refuse, for no security: such a command can undo
 its launcher other ways; and it costs ~17% of a trivial command's CPU), user namespaces
 refused (``sandbox_shm.ENABLE``), or the runtime started with ``SUBAGENTS_PID_NAMESPACE=0``
-(the launcher's ``--no-pid-namespace``): the reaper alone, as before. The namespace bounds
-no count of processes (a pids cgroup would, where one is delegated).
+(the launcher's ``--no-pid-namespace``): the reaper alone, as before.
+
+How many processes: since Linux 6.14 ``pid_max`` is the PID namespace's own, set from
+inside by its init (root or not): the init sets it to ``RESERVED_PIDS + PROCESSES_MOST``
+(``bound_processes``), so a fork bomb in a sandboxed command stops there (its forks fail
+with EAGAIN) instead of taking the machine's pid table until the command's timeout. Before
+6.14 the file is the machine's and is never written (no bound: a pids cgroup would, where one
+is delegated).
 
 Standard library only, no import of its own (the launchers load it by path, ``-I -S``);
 the C calls through the ``libc`` the caller gives (``ctypes.CDLL(None)``, or the reaper's
@@ -52,6 +58,14 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_SLAVE = 2, 4, 8, 1 << 14, 1 << 19
 PR_SET_PDEATHSIG = 1
+PROCESSES_MOST = 4096
+"""The most processes a sandboxed command keeps at once (builds of ``make -j`` or a test
+runner's workers stay far under it; a fork bomb stops at it)."""
+RESERVED_PIDS = 300
+"""Pids the kernel hands out once only (``RESERVED_PIDS``; ``pid_max`` may not be set
+below 301): after the cursor wraps, pids ``300 .. pid_max - 1`` are the namespace's."""
+OWN_PID_MAX = (6, 14)
+"""The first Linux whose ``pid_max`` is each PID namespace's (before it: the machine's)."""
 STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 WAITED = STOPS | {signal.SIGCHLD}
 
@@ -88,6 +102,7 @@ def become_init(libc: Any, status_fd: int, *, detached: bool) -> None:
         os.close(go)
         # a failure leaves the parent's /proc (the kill holds all the same: ``ps`` is off)
         libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        bound_processes()
         return
     if detached:  # its pid said first, then the init may go on (``said`` closed: its EOF)
         try:  # noqa: SIM105 (contextlib: one more import at every start)
@@ -103,6 +118,42 @@ def become_init(libc: Any, status_fd: int, *, detached: bool) -> None:
 
 _TELL = [-1]
 """In a waited-for init: the pipe to its waiter (``tell``)."""
+
+
+def bound_processes(release: str | None = None) -> bool:
+    """As the namespace's init: cap its pids at ``RESERVED_PIDS + PROCESSES_MOST``; whether
+    done. Never on a kernel older than ``OWN_PID_MAX`` (``release``: ``uname -r``), where
+    ``pid_max`` is the machine's and root could write it; a refusal (no such file, not
+    allowed) leaves the command unbounded, as before."""
+    if os.getpid() != 1 or kernel(release or os.uname().release) < OWN_PID_MAX:
+        return False
+    try:
+        fd = os.open("/proc/sys/kernel/pid_max", os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        os.write(fd, b"%d\n" % (RESERVED_PIDS + PROCESSES_MOST))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def kernel(release: str) -> tuple[int, int]:
+    """``(major, minor)`` of a ``uname -r`` (``6.18.44-fc-v595`` is ``(6, 18)``); ``(0, 0)``
+    when it does not read so (then nothing is written)."""
+    head = release.split(".")
+    try:
+        minor = head[1] if len(head) > 1 else "0"
+        digits = ""
+        for ch in minor:
+            if not ch.isdigit():
+                break
+            digits += ch
+        return int(head[0]), int(digits or "0")
+    except ValueError:
+        return (0, 0)
 
 
 def tell(code: int) -> None:
