@@ -4,6 +4,7 @@ event still refused by name before anything is held; a damaged group row named."
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from pathlib import Path
@@ -130,6 +131,40 @@ def test_a_damaged_group_row_is_named(db_path: Path) -> None:
     conn = sqlite3.connect(db_path)
     (seq, run), *_ = conn.execute("SELECT seq, run_id FROM events WHERE kind = 'events'")
     conn.execute("UPDATE events SET event = '[1, 2' WHERE seq = ?", (seq,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=rf"cannot read events row {seq}"):
+        store.events(run)
+    with pytest.raises(StoreError, match=rf"cannot read events row {seq}"):
+        store.events_after(0)
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    [
+        pytest.param(("-1000", "0"), id="an event moved above later rows"),
+        pytest.param(("0", "0"), id="two events at one number"),
+        pytest.param(("1", "1"), id="the row not at its last event"),
+    ],
+)
+def test_a_group_row_whose_numbers_were_edited_is_named_not_misread(
+    db_path: Path, numbers: tuple[str, str]
+) -> None:
+    """A group row that reads as JSON but whose numbers are not its writer's (an event put
+    above later rows: a follower paging past it would never show those) is damaged, named
+    by its number, not read in a wrong order."""
+    store = SQLiteStore(db_path)
+    with store.batch():
+        for event in _events(12, 5):
+            store.append_event(event)
+    conn = sqlite3.connect(db_path)
+    rows = conn.execute("SELECT seq, run_id, event FROM events WHERE kind = 'events'")
+    seq, run, document = next(
+        (n, r, json.loads(raw)) for n, r, raw in rows if len(json.loads(raw)[2]) >= 2
+    )  # a group of two events at least
+    document[2][0][0], document[2][-1][0] = (int(n) for n in numbers)
+    conn.execute("UPDATE events SET event = ? WHERE seq = ?", (json.dumps(document), seq))
     conn.commit()
     conn.close()
     with pytest.raises(StoreError, match=rf"cannot read events row {seq}"):

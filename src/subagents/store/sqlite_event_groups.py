@@ -24,6 +24,7 @@ A stretch of one event is the row it always was. An event written outside a batc
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -59,6 +60,17 @@ class _Group(msgspec.Struct, frozen=True, array_like=True):
     run: tuple[str, str, str, str | None, int]
     end: int
     events: list[tuple[int, EventKind, float, dict[str, Any]]]
+
+    def __post_init__(self) -> None:
+        """Numbers as the writer gives them (the row's number is its last event's; each
+        earlier event below the next; the stretch's end not below the row), or the row is
+        damaged (decoding names it): a hand-edited offset would put an event above later
+        ones, and a follower, paging past it, would never show those."""
+        backs = [event[0] for event in self.events]
+        if self.end < 0 or not backs or backs[-1] != 0:
+            raise ValueError("a group row's numbers are not its writer's")
+        if any(earlier <= later for earlier, later in itertools.pairwise(backs)):
+            raise ValueError("a group row's events are not numbered in order")
 
 
 _group_decoder = msgspec.json.Decoder(_Group)
