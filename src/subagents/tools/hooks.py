@@ -315,8 +315,9 @@ def _end(proc: subprocess.Popen[bytes], *, held: bool) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.communicate(timeout=KILL_GRACE_S)  # its pipes read to their end, and closed
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group goes too
+    if not held:  # held, its reaper killed all (a group signal now could meet a reused pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group goes too
 
 
 def _close(*fds: int) -> None:

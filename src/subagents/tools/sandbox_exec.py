@@ -363,7 +363,8 @@ def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, bool, bool, int | N
     if "--status-path" in head:  # a FIFO (``reaper.open_status``)
         at = head.index("--status-path")
         if at + 1 < len(head):
-            status_fd = _status_fifo(head[at + 1])
+            if status_fd is None:  # both given: the fd's (no FIFO opened to leak)
+                status_fd = _status_fifo(head[at + 1])
             del head[at : at + 2]
     held = status_fd is not None
     return head + rest, linger, detached and held, own_namespace, status_fd
