@@ -1,9 +1,11 @@
-"""A root request with no option (``run(agent, task)``, ``spawn(agent, task)``) is checked by
-the caller in one look (``RootRuns.check``'s ``_bare``) instead of the three checks every
-other request takes. The supervisor does not check a request its caller checked again
-(``CheckedRoots``), so whatever that look lets through runs: each way a bare request can be
-wrong must still be refused at once, in the words (and the error type) the same request
-with an option given hears, and nothing of it recorded."""
+"""A root request with no option (``run(agent, task)``, ``spawn(agent, task)``) is checked on
+the caller's thread (``RootRuns.check``) and the supervisor does not check it again
+(``CheckedRoots``): whatever the caller's checks let through runs. So each way a bare request
+can be wrong must be refused at once, in the words (and the error type) the same request
+with an option given hears, and nothing of it recorded. (Session 26 tried a one-look check
+for such requests, the options compared with their defaults as one tuple: ~1% of a trivial
+run's instructions, reverted by the 2% rule; this guards any such shortcut: each of its
+conditions dropped failed here or in test_one_validation.)"""
 
 from __future__ import annotations
 

@@ -64,8 +64,6 @@ class RootRuns:
         """What the caller can see wrong at once: the runtime closed, the caller, the
         request itself (``AdmissionError``, the supervisor's words)."""
         self.requests.check()  # open; the caller: before the waiter is registered
-        if _bare(request, self.limits.max_text_chars):  # (most: ``run(agent, task)``)
-            return
         wrong = option_type_problem(request)  # the call is wrong, as for any argument's kind
         if wrong is not None:
             raise TypeError(wrong)
@@ -237,33 +235,6 @@ class RootRuns:
         if current is not None and current.status.terminal:
             self.roots.landed(current.outcome or Outcome(run_id=run_id, status=current.status))
         return waiter, record.agent
-
-
-_BARE_OPTIONS = msgspec.structs.astuple(SpawnRequest(request_id="", agent="", task=""))[3:]
-"""The fields of a request after its id, agent and task, none of them given (each its
-default): what a request with no option carries there."""
-
-
-def _bare(request: SpawnRequest, cap: int) -> bool:
-    """Whether ``request`` is one whose checks (``option_type_problem``, ``request_problem``,
-    ``policy_problem``) can find nothing: no option given (every field after its task its
-    default, compared as one tuple in C), its agent and task strings, neither blank, the
-    task ASCII within ``cap``. Then those three find nothing by their own rules (each
-    option's check is skipped for a default, the texts are the two checked here), and are
-    not run: ~150 of the caller's bytecodes per ``run(agent, task)``, before its tell. Any
-    other request (an option given, a task to look into) takes them as before."""
-    agent, task = request.agent, request.task
-    return (
-        type(agent) is str
-        and type(task) is str
-        and msgspec.structs.astuple(request)[3:] == _BARE_OPTIONS
-        and len(task) <= cap
-        and task.isascii()
-        and agent != ""
-        and task != ""
-        and not agent.isspace()  # (blank: ``strip`` leaves nothing; one C call, no copy)
-        and not task.isspace()
-    )
 
 
 def _may_start(run_ids: Sequence[str]) -> str:
