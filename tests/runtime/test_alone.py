@@ -184,14 +184,14 @@ def test_a_lone_root_spawn_is_decided_after_the_records_waiting_in_the_late_line
 def test_a_runs_end_behind_records_in_the_late_line_is_decided_after_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A run's end comes to the supervisor in the agents' line (``ReportsDue``), and is
-    decided straight when it is the last report there (``LateReports.hand``, ``straight``).
-    Behind a record that waits in the line (a straight mail's ``MailPosted``, put without
-    waking the supervisor, its timer an hour away here) the record is decided first, so the
-    mail's ``mail_sent`` and ``mail_delivered`` come before the sender's ``completed`` in the
-    store's one order of events. An end taken straight past the record (session 25's
-    reverted ``end_alone`` with its one-report check dropped) had its ``completed`` first,
-    the mail's record after (at the supervisor's next message)."""
+    """A run's end comes to the supervisor as its wake-up's one report in the agents' line
+    (``ReportsDue``), and is decided straight when it is alone there (``alone.receive``,
+    ``LateReports.end_alone``). Behind a record that waits in the line (a straight mail's
+    ``MailPosted``, put without waking the supervisor, its timer an hour away here) it is
+    not alone: the record is decided first, so the mail's ``mail_sent`` and
+    ``mail_delivered`` come before the sender's ``completed`` in the store's one order of
+    events. Taken straight past the record, its ``completed`` came first, the mail's record
+    after (at the supervisor's next message)."""
     monkeypatch.setattr("subagents.actors.deadlines.TICK_S", 3600.0)
     ready, go = threading.Event(), threading.Event()
     child: list[str] = []

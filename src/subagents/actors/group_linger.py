@@ -32,7 +32,7 @@ from typing import Any
 import pykka
 
 from subagents.actors.timer import TimerService
-from subagents.messages import Batch, Journal, MailPosted, MailRead
+from subagents.messages import Batch, Journal, MailPosted, MailRead, RunFinished
 from subagents.store.base import MailRecording, RunStore
 from subagents.supervision.effects import Effect, Publish
 
@@ -182,6 +182,24 @@ class LateReports:
             # ``_due`` kept: the reports put after the earlier fired waited for the
             # supervisor's next message. Each deadline ``_due`` ever holds now has its timer.
             self._timer.tell_at((*self._key, seq), due, self._ref, REPORTS_DUE)
+
+    def end_alone(self, now: ReportsDue) -> RunFinished | None:
+        """The wake-up ``now``'s one report taken, when it is a run's end alone in line where
+        groups do not linger (memory): what ``hand`` would hand to ``one`` with
+        ``more=False``, nothing before or behind it (``alone.receive`` decides it straight).
+        Else None, nothing taken but the wake-up let go as ``hand`` lets it go (it reads
+        ``later`` after: ``put``), so ``hand`` takes the line as before."""
+        on_way = self._on_way
+        if on_way.get(0) is now:
+            del on_way[0]
+        reports = self._reports
+        if not self._alone or len(reports) != 1:
+            return None
+        seq, report = reports[0]
+        if type(report) is not RunFinished or (seq > now.upto and seq not in now.later):
+            return None
+        reports.popleft()  # (only the supervisor's thread takes)
+        return report
 
     def hand(self, batch: Callable[..., None], one: Callable[..., None], now: Any) -> Any:
         """The reports in line, in order, to the supervisor's handling (on its thread), into
