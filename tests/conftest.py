@@ -135,6 +135,23 @@ def structlog_as_it_was() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def state_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every default store the tests open (a ``Runtime`` or a cluster's head given no store,
+    the CLI given no ``--state``) is in a temporary state directory, never the user's
+    ``~/.local/state/subagents``: a test run must leave the user's runs alone, and a branch's
+    newer schema written there once made every later run of older code refuse the file
+    (session 26: a cluster test's head wrote schema 14 into root's own store). A test that
+    sets the variable itself still does (``monkeypatch``, an explicit ``env``)."""
+    saved = os.environ.get("SUBAGENTS_STATE_DIR")
+    os.environ["SUBAGENTS_STATE_DIR"] = str(tmp_path_factory.mktemp("default-state"))
+    yield
+    if saved is None:
+        os.environ.pop("SUBAGENTS_STATE_DIR", None)
+    else:
+        os.environ["SUBAGENTS_STATE_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
 def on_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:

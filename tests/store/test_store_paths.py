@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from subagents.store.paths import default_state_dir, default_store_path
 
@@ -28,3 +31,14 @@ def test_empty_and_relative_values_are_ignored() -> None:
 
 def test_own_variable_may_be_relative_to_the_working_directory() -> None:
     assert default_state_dir({"SUBAGENTS_STATE_DIR": "here"}) == Path.cwd() / "here"
+
+
+def test_the_tests_default_store_is_never_the_users(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The session's fixture (tests/conftest.py ``state_of_the_session``) keeps every store a
+    test opens without a path out of the user's own state directory."""
+    users = Path(os.path.expanduser("~")) / ".local" / "state" / "subagents"
+    assert default_state_dir() != users
+    assert default_store_path().parent == default_state_dir()
+    assert tmp_path_factory.getbasetemp() in default_state_dir().parents
