@@ -19,6 +19,14 @@ ECHO_CHARS = 100
 ERROR_CHARS = 2000
 """The most characters of an error's message the console answers (the net under
 ``clipped``: what a layer below quoted of a request)."""
+ACCEPT_BATCH = 128
+"""The listening socket's backlog, which is also how many connections asyncio accepts at
+one turn of the loop (uvicorn's default, 2048): a flood of strangers' connections is then
+accepted a batch at a time, each batch's oldest closed (``admission.py``) before the next
+comes, so the connections held stay a few hundred. Accepted 2048 at a time, a flood
+opened more sockets than a default limit of open files (1024) allows: asyncio then logged
+a traceback per failed accept on serve's terminal (thousands) and stopped accepting for a
+second at a time, the owner's page among the refused."""
 HEAD_BYTES = 16 * 1024
 """The most bytes of a request line and headers (h11's default, set here so it is known):
 the console's own requests send well under 2 KiB."""
