@@ -194,3 +194,22 @@ def test_attach_of_a_subtree_names_only_its_damage_and_the_runs_cut_off(deep: Cl
     other = deep("attach", OTHER)
     assert other.returncode == 6 and f"quick {OTHER[-8:]}" in other.stdout, other.stdout
     assert "cannot read" not in other.stderr and "damaged" not in other.stderr, other.stderr
+
+
+def test_a_damaged_non_root_row_whose_parent_reads_empty_is_not_taken_for_a_root(
+    deep: Cli,
+) -> None:
+    """UNDER's parent_run_id column hand-emptied too (NULL): it reads, but says a root, and
+    UNDER is not its tree's root: its place is unknown. It was placed as a root, so no
+    view under ROOT named it, `tree ROOT` exited 0 and LEAF (cut off under it) was in no
+    view and named nowhere; it now counts as unplaced: every view of the tree names it."""
+    with sqlite3.connect(deep.state) as db:
+        db.execute("UPDATE runs SET parent_run_id = NULL WHERE run_id = ?", (UNDER,))
+    for target in (ROOT, MID):
+        shown = deep("tree", target)
+        assert shown.returncode == 1, (target, shown.stdout, shown.stderr)
+        _names(shown.stderr, "tree", f"runs row '{UNDER}'")
+        assert f"run {LEAF} (quick) is under the damaged run {UNDER}, not shown" in shown.stderr
+    info = deep("info", MID)  # (it may be MID's child)
+    assert info.returncode == 1, (info.stdout, info.stderr)
+    _names(info.stderr, "info", f"runs row '{UNDER}'")

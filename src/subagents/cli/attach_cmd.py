@@ -115,7 +115,7 @@ def _subtree(
         ordered.append(r)
         stack.extend(reversed(children.get(r.run_id, [])))
     if met:
-        sighted.met(record.run_id, tree, {r.run_id for r in ordered}, met)
+        sighted.met(record, tree, {r.run_id for r in ordered}, met)
     return ordered, alive, asks
 
 

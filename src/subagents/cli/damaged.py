@@ -50,8 +50,16 @@ def a_run(row: DamagedRow) -> bool:
     return row.table in ("runs", None)
 
 
+def placed(row: DamagedRow, root: str) -> bool:
+    """Whether the store read where ``row`` hangs in the tree of ``root``
+    (``DamagedRow.placed``) and that place can be so: a parent read as none (NULL) is only
+    a root's, and ``root`` is the only root of its tree; a non-root row whose parent column
+    was hand-emptied too would be taken for a root, outside every view but its own."""
+    return row.placed and (row.parent is not None or (a_run(row) and row.key == root))
+
+
 def within(
-    run_id: str, records: Sequence[RunRecord], damaged: Sequence[DamagedRow]
+    run_id: str, records: Sequence[RunRecord], damaged: Sequence[DamagedRow], root: str
 ) -> list[DamagedRow]:
     """Of ``damaged`` (the rows a read of ``run_id``'s whole tree left out), those under
     ``run_id``, the subtree a view shows (`tree`, `info`, `attach` of any run of a tree):
@@ -60,14 +68,15 @@ def within(
     approvals row's run), then up the chain of ``records``' parents (and of placed damaged
     runs rows). A row whose chain cannot be followed to a root (unplaced, or passing
     through a run that is neither read nor placed) may be under ``run_id``: it is kept,
-    named and failing the view, which cannot say it shows its subtree whole."""
+    named and failing the view, which cannot say it shows its subtree whole. ``root``: the
+    tree's root (``placed``)."""
     parents: dict[str, str | None] = {r.run_id: r.parent_run_id for r in records}
     for row in damaged:
-        if a_run(row) and row.placed and row.key is not None:
+        if a_run(row) and placed(row, root) and row.key is not None:
             parents[row.key] = row.parent
     kept: list[DamagedRow] = []
     for row in damaged:
-        if not row.placed:
+        if not placed(row, root):
             kept.append(row)
             continue
         node = row.key if a_run(row) else row.parent
@@ -80,10 +89,10 @@ def within(
     return kept
 
 
-def children_of(run_id: str, damaged: Sequence[DamagedRow]) -> list[DamagedRow]:
-    """Of ``damaged`` (runs rows of ``run_id``'s tree), those of its children (`info`
-    lists them): placed under ``run_id``, or unplaced (it may be one of them)."""
-    return [d for d in damaged if a_run(d) and (not d.placed or d.parent == run_id)]
+def children_of(run_id: str, damaged: Sequence[DamagedRow], root: str) -> list[DamagedRow]:
+    """Of ``damaged`` (runs rows of the tree of ``root``), those of ``run_id``'s children
+    (`info` lists them): placed under ``run_id``, or unplaced (it may be one of them)."""
+    return [d for d in damaged if a_run(d) and (not placed(d, root) or d.parent == run_id)]
 
 
 def cut_off(
@@ -109,14 +118,14 @@ class Sighted:
 
     def met(
         self,
-        run_id: str,
+        record: RunRecord,
         records: Sequence[RunRecord],
         shown: Collection[str],
         damaged: Sequence[DamagedRow],
     ) -> None:
-        """A read of ``run_id``'s tree (``records``, ``shown`` of them under it) that left
-        ``damaged`` out: what of it is under ``run_id`` and new, named."""
-        inside = within(run_id, records, damaged)
+        """A read of ``record``'s tree (``records``, ``shown`` of them under it) that left
+        ``damaged`` out: what of it is under ``record`` and new, named."""
+        inside = within(record.run_id, records, damaged, record.root_run_id)
         under = [r for r in cut_off(shown, records, inside) if r.run_id not in self.cut]
         self.cut.update(r.run_id for r in under)
         said(self.command, spared_once(self.damaged, inside), under)

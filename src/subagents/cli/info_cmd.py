@@ -81,7 +81,7 @@ def gather(args: argparse.Namespace, damaged: list[DamagedRow] | None = None) ->
     with inspecting(args) as (store, alive, record):
         tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True, damaged=met)
         if damaged is not None:  # (a child's row; one elsewhere in the tree is not shown)
-            damaged.extend(children_of(record.run_id, met or []))
+            damaged.extend(children_of(record.run_id, met or [], record.root_run_id))
         mail = store.mail_for(record.run_id)
         todos = todos_in(store.events(record.run_id))
         topics = tuple(s.topic for s in store.subscriptions([record.run_id]))

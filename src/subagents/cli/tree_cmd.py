@@ -50,7 +50,7 @@ def load_tree(
     tree = build_tree(record, records, alive, asks)
     if damaged is None or not met:
         return tree, universe, []
-    damaged.extend(within(record.run_id, records, met))
+    damaged.extend(within(record.run_id, records, met, record.root_run_id))
     return tree, universe, cut_off({n.run_id for n in walk(tree)}, records, damaged)
 
 
