@@ -8,6 +8,7 @@ damaged by SQLite itself (tests/damaged_rows.py)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -57,10 +58,9 @@ def test_tree_shows_the_healthy_runs_and_names_the_damaged_one(damaged: Cli) -> 
     assert tree["run_id"] == ROOT
     assert [(c["run_id"], c["approvals"]) for c in tree["children"]] == [(GOOD, ["ap-od01"])]
     _names(as_json.stderr, "tree")
-    below = damaged("tree", GRAND)  # its own subtree: its tree still holds the damaged row
-    assert below.returncode == 1 and GRAND[-8:] in below.stdout, (below.stdout, below.stderr)
-    _names(below.stderr, "tree")
-    assert "shows its subtree" not in below.stderr, below.stderr
+    below = damaged("tree", GRAND)  # its own subtree: the damaged row is above it, not shown
+    assert below.returncode == 0 and GRAND[-8:] in below.stdout, (below.stdout, below.stderr)
+    assert below.stderr == "", below.stderr
 
 
 def test_info_shows_the_healthy_children_and_names_the_damaged_one(damaged: Cli) -> None:
@@ -95,19 +95,121 @@ def test_attach_follows_the_healthy_runs_and_names_the_damaged_one(damaged: Cli)
     assert BAD[-8:] not in shown.stdout, shown.stdout
     _names(shown.stderr, "attach")
     assert shown.stderr.count(f"cannot read runs row '{BAD}'") == 1, shown.stderr  # once
+    # the healthy run cut off under the damaged one (not reached through its parent): named
+    # once, with the command that shows it (it was followed by nothing and said nowhere)
+    cut = f"run {GRAND} (quick) is under the damaged run {BAD}, not shown"
+    assert shown.stderr.count(cut) == 1, shown.stderr
 
 
 def test_attach_ends_naming_the_damage_when_its_own_run_is_damaged(damaged: Cli) -> None:
     """The watched run's own row damaged while watched: nothing is left to follow, so the
     watch ends with an error naming it (it went on with the record it had, forever)."""
     from subagents.cli.attach_cmd import _subtree
+    from subagents.cli.damaged import Sighted
     from subagents.cli.state import CliError
     from subagents.store.sqlite import SQLiteStore
 
     with SQLiteStore(damaged.state) as store:
         record = store.get_run(GOOD)
         assert record is not None
-        assert [r.run_id for r in _subtree(store, record, [])[0]] == [GOOD]
+        assert [r.run_id for r in _subtree(store, record, Sighted("attach"))[0]] == [GOOD]
         damage_run(damaged.state, GOOD)
         with pytest.raises(CliError, match=f"cannot read runs row '{GOOD}'"):
-            _subtree(store, record, [])
+            _subtree(store, record, Sighted("attach"))
+
+
+MID, UNDER, LEAF, OTHER = (
+    "r1b1000000000midmidmid0", "r1b2000000000underund00", "r1b3000000000leafleaf0",
+    "r1b4000000000otherothe0",
+)  # fmt: skip
+
+
+@pytest.fixture
+def deep(tmp_path: Path) -> Cli:
+    """ROOT with two children, MID and OTHER (OTHER has a pending approval); MID's child
+    UNDER is damaged, and UNDER's child LEAF is healthy."""
+    cli = Cli(tmp_path)
+    now = time.time()
+    root = run(ROOT, now, agent="lead", status=RunStatus.COMPLETED)
+    mid, other = run(MID, now + 1, parent=root), run(OTHER, now + 2, parent=root)
+    under = run(UNDER, now + 3, parent=mid, status=RunStatus.COMPLETED)
+    leaf = run(LEAF, now + 4, parent=under, status=RunStatus.COMPLETED)
+    saved(cli.state, [root, mid, other, under, leaf], [ask(other, 0, now)])
+    damage_run(cli.state, UNDER)
+    return cli
+
+
+def test_a_view_of_a_subtree_fails_only_for_the_damage_in_it(deep: Cli) -> None:
+    """`tree`/`info` of a non-root run exited 1 for a damaged row anywhere in its tree: the
+    store now says where a damaged row hangs (its parent_run_id column reads), so a view
+    names, and fails for, only the damage in what it shows."""
+    for command in ("tree", "info"):
+        beside = deep(command, OTHER)  # UNDER is in MID's subtree, not OTHER's
+        assert beside.returncode == 0, (command, beside.stdout, beside.stderr)
+        assert beside.stderr == "" and OTHER[-8:] in beside.stdout, beside
+    mid = deep("tree", MID)
+    assert mid.returncode == 1 and MID[-8:] in mid.stdout, (mid.stdout, mid.stderr)
+    _names(mid.stderr, "tree", f"runs row '{UNDER}'")
+    assert f"run {LEAF} (quick) is under the damaged run {UNDER}, not shown" in mid.stderr
+    info = deep("info", MID)  # UNDER is its child: in what it shows
+    assert info.returncode == 1, (info.stdout, info.stderr)
+    _names(info.stderr, "info", f"runs row '{UNDER}'")
+    root = deep("info", ROOT)  # UNDER is a grandchild: `info` lists the children only
+    assert root.returncode == 0 and root.stderr == "", (root.stdout, root.stderr)
+    assert MID in root.stdout and OTHER in root.stdout, root.stdout
+
+
+def test_a_damaged_approval_fails_only_the_views_of_its_run(deep: Cli) -> None:
+    """The approvals row's run_id column places it: a view of another subtree is whole."""
+    damage_asks(deep.state, OTHER)
+    for command in ("tree", "info"):
+        beside = deep(command, LEAF)
+        assert beside.returncode == 0 and beside.stderr == "", (command, beside.stderr)
+        own = deep(command, OTHER)
+        assert own.returncode == 1, (command, own.stdout, own.stderr)
+        _names(own.stderr, command, f"approvals row 'ap-{OTHER[-4:]}'")
+
+
+def test_a_damaged_row_whose_place_does_not_read_fails_every_view_of_its_tree(deep: Cli) -> None:
+    """A damaged runs row whose parent_run_id column does not read as a run id either (a
+    blob, hand-edited) may be anywhere in its tree: a view cannot say it shows its subtree
+    whole, so it names the row and exits 1 (the decision: an unknown place counts as in)."""
+    with sqlite3.connect(deep.state) as db:
+        db.execute("UPDATE runs SET parent_run_id = x'00ff' WHERE run_id = ?", (UNDER,))
+    for command in ("tree", "info"):
+        beside = deep(command, OTHER)
+        assert beside.returncode == 1, (command, beside.stdout, beside.stderr)
+        _names(beside.stderr, command, f"runs row '{UNDER}'")
+
+
+def test_attach_of_a_subtree_names_only_its_damage_and_the_runs_cut_off(deep: Cli) -> None:
+    """`attach MID` (on a pipe): UNDER named once, LEAF named once as cut off under it;
+    `attach OTHER`: nothing of MID's subtree named, exit 0 (it was 1 for damage it did not
+    follow)."""
+    mid = deep("attach", MID)  # (its host is gone: one pass, then exit 6, orphaned)
+    assert mid.returncode == 6 and f"quick {MID[-8:]}" in mid.stdout, (mid.stdout, mid.stderr)
+    assert mid.stderr.count(f"cannot read runs row '{UNDER}'") == 1, mid.stderr
+    cut = f"run {LEAF} (quick) is under the damaged run {UNDER}, not shown"
+    assert mid.stderr.count(cut) == 1, mid.stderr
+    other = deep("attach", OTHER)
+    assert other.returncode == 6 and f"quick {OTHER[-8:]}" in other.stdout, other.stdout
+    assert "cannot read" not in other.stderr and "damaged" not in other.stderr, other.stderr
+
+
+def test_a_damaged_non_root_row_whose_parent_reads_empty_is_not_taken_for_a_root(
+    deep: Cli,
+) -> None:
+    """UNDER's parent_run_id column hand-emptied too (NULL): it reads, but says a root, and
+    UNDER is not its tree's root: its place is unknown. It was placed as a root, so no
+    view under ROOT named it, `tree ROOT` exited 0 and LEAF (cut off under it) was in no
+    view and named nowhere; it now counts as unplaced: every view of the tree names it."""
+    with sqlite3.connect(deep.state) as db:
+        db.execute("UPDATE runs SET parent_run_id = NULL WHERE run_id = ?", (UNDER,))
+    for target in (ROOT, MID):
+        shown = deep("tree", target)
+        assert shown.returncode == 1, (target, shown.stdout, shown.stderr)
+        _names(shown.stderr, "tree", f"runs row '{UNDER}'")
+        assert f"run {LEAF} (quick) is under the damaged run {UNDER}, not shown" in shown.stderr
+    info = deep("info", MID)  # (it may be MID's child)
+    assert info.returncode == 1, (info.stdout, info.stderr)
+    _names(info.stderr, "info", f"runs row '{UNDER}'")

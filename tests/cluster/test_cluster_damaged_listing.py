@@ -8,61 +8,47 @@ cluster (marker ``ray``)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from damaged_rows import ask, damage_asks, damage_run, run, saved
 from raycluster import LocalCluster
 from subagents.cluster.head import head_actor
 from subagents.cluster.remote_store import ClusterStore
 from subagents.cluster.store_service import StoreCall, StoreService
-from subagents.messages import ApprovalRecord
 from subagents.store.base import DamagedRow, StoreError
 from subagents.store.sqlite import SQLiteStore
-
-from .records import run
 
 BAD, GOOD, HELD = "r-damaged-bad", "r-damaged-good", "r-damaged-held"
 
 
 def _damaged_file(path: Path) -> None:
-    with SQLiteStore(path) as store:
-        store.save_run(run(BAD))
-        store.save_run(run(GOOD))
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (BAD,))
-
-
-def _ask(run_id: str) -> ApprovalRecord:
-    return ApprovalRecord(
-        approval_id=f"ap-{run_id}", run_id=run_id, root_run_id=run_id, agent="worker",
-        tool="Bash", input={"command": "ls"}, reason="asked", requester="external",
-        tool_use_id=f"t-{run_id}", asked_at=1.0 if run_id == BAD else 2.0,
-    )  # fmt: skip
+    """Two roots (tests/damaged_rows.py), the first one's runs row damaged."""
+    saved(path, [run(BAD, 1.0), run(GOOD, 2.0)])
+    damage_run(path, BAD)
 
 
 def _damaged_asks(path: Path) -> None:
     """Both runs healthy, each with a pending approval; the first approval's row damaged."""
-    with SQLiteStore(path) as store:
-        for run_id in (BAD, GOOD):
-            store.save_run(run(run_id))
-            store.save_approval(_ask(run_id))
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE approvals SET approval = 'not json' WHERE run_id = ?", (BAD,))
+    records = [run(BAD, 1.0), run(GOOD, 2.0)]
+    saved(path, records, [ask(r, n, float(n), f"ap-{r.run_id}") for n, r in enumerate(records)])
+    damage_asks(path, BAD)
 
 
 def _names_bad_ask(damaged: list[DamagedRow]) -> None:
     [only] = damaged
-    assert only.key == f"ap-{BAD}"
+    assert only.key == f"ap-{BAD}" and only.table == "approvals"
+    assert only.placed and only.parent == BAD  # (its run, as the row's run_id column says)
     assert f"cannot read approvals row 'ap-{BAD}'" in str(only)
 
 
 def _names_bad(damaged: list[DamagedRow]) -> None:
     [only] = damaged
-    assert only.key == BAD
+    assert only.key == BAD and only.table == "runs"
+    assert only.placed and only.parent is None  # (a root, as its parent_run_id column says)
     assert f"cannot read runs row '{BAD}'" in str(only)
 
 
@@ -73,7 +59,7 @@ def test_the_store_service_lists_the_other_runs_and_names_the_damaged_one(tmp_pa
         service = StoreService(store)
         records, named = service.list_runs_sparing(StoreCall("list_runs"))
         assert [r.run_id for r in records] == [GOOD]
-        _names_bad([DamagedRow(message, key) for message, key in named])
+        _names_bad([DamagedRow.from_data(data) for data in named])
         with pytest.raises(StoreError, match="not a listing that spares damage"):
             service.list_runs_sparing(StoreCall("get_run", (GOOD,)))
 
@@ -85,10 +71,10 @@ def test_the_store_service_spares_the_damaged_row_after_a_batchs_held_writes(
     _damaged_file(path)
     with SQLiteStore(path) as store:
         service = StoreService(store)
-        held = [StoreCall("save_run", (run(HELD),))]
+        held = [StoreCall("save_run", (run(HELD, 3.0),))]
         records, named = service.list_runs_sparing(StoreCall("list_runs"), held)
         assert sorted(r.run_id for r in records) == [GOOD, HELD]
-        _names_bad([DamagedRow(message, key) for message, key in named])
+        _names_bad([DamagedRow.from_data(data) for data in named])
         assert store.get_run(HELD) is None  # the held writes undone: the client's to commit
 
 
@@ -103,7 +89,7 @@ def test_the_store_service_lists_the_other_approvals_and_names_the_damaged_one(
             call = StoreCall("list_approvals", (), {"pending": pending})
             records, named = service.list_runs_sparing(call)
             assert [a.approval_id for a in records] == [f"ap-{GOOD}"]
-            _names_bad_ask([DamagedRow(message, key) for message, key in named])
+            _names_bad_ask([DamagedRow.from_data(data) for data in named])
 
 
 @pytest.fixture
@@ -132,7 +118,7 @@ def test_a_cluster_store_listing_inside_a_batch_names_the_damaged_run(served: An
     store = ClusterStore(served, name="test-cluster-damaged")
     damaged: list[DamagedRow] = []
     with store.batch():
-        store.save_run(run(HELD))
+        store.save_run(run(HELD, 3.0))
         listed = store.list_runs(damaged=damaged)
     assert sorted(r.run_id for r in listed) == [GOOD, HELD]
     _names_bad(damaged)

@@ -132,3 +132,33 @@ def test_a_damaged_rows_key_and_what_is_wrong_are_shown_as_text(tmp_path: Path, 
         assert (named.text_content() or "").startswith(f"a damaged row: {hostile}, ")
         assert page.locator("#approvals img, #approvals b").count() == 0
         assert page.title() != "pwned"
+
+
+def test_each_damaged_row_is_named_apart_and_its_hostile_key_clipped(tmp_path: Path) -> None:
+    """A damaged row's key is whoever edited the file's to choose: two approvals of one run
+    with 1 MB ids alike in their first characters, and a run with a 1 MB id. Before, the
+    ids went whole into ``/api/approvals?v=2`` and ``/api/runs`` (and the server's log), and
+    two keys named alike would be one entry: each row is now an entry, its key clipped as
+    an error quotes a request's value (docs/console.md)."""
+    state = tmp_path / "runs.sqlite3"
+    long_run = "r-" + "x" * 1_000_000
+    (owner,) = _runs(state, BAD)
+    ids = ["ap-" + "y" * 1_000_000 + end for end in ("1", "2")]
+    saved(state, [run(long_run, 1.0)], [ask(owner, n, float(n), i) for n, i in enumerate(ids)])
+    damage_asks(state, BAD)
+    damage_run(state, long_run)
+    with serving(state, warned="console damaged approval") as served:
+        status, _, body = served.request("GET", "/api/approvals?v=2", headers=served.authorized())
+        assert status == 200 and len(body) < 10_000, (status, len(body))
+        damaged = json.loads(body)["damaged"]
+        clipped = "ap-" + "y" * 97 + "... (clipped: 1000004 characters in all)"
+        assert list(damaged) == [clipped, f"{clipped} (2)"], list(damaged)
+        for what in damaged.values():
+            assert f"cannot read approvals row '{clipped}': JSON is malformed" in what, what
+        status, _, body = served.request("GET", "/api/runs", headers=served.authorized())
+        assert status == 200 and len(body) < 10_000, (status, len(body))
+        named = json.loads(body)["damaged"]
+        clipped = "r-" + "x" * 98 + "... (clipped: 1000002 characters in all)"
+        assert list(named) == [clipped], list(named)
+        assert f"cannot read runs row '{clipped}': JSON is malformed" in named[clipped]
+    assert served.stderr.stat().st_size < 20_000, served.stderr.stat().st_size  # the log too

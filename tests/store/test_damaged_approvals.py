@@ -70,11 +70,40 @@ def test_a_sparing_listing_names_the_damaged_approval_and_lists_the_others(
     [only] = damaged
     assert only.key == "ap1"
     assert "cannot read approvals row 'ap1'" in str(only)
+    # where it hangs, as its run_id column says (a view of another subtree leaves it out)
+    assert (only.table, only.placed, only.parent) == ("approvals", True, "r1")
     mine: list[DamagedRow] = []  # (of another tree: nothing to spare, nothing named)
     assert [a.approval_id for a in damaged_store.list_approvals(run_id="r2", damaged=mine)] == [
         "ap2"
     ]
     assert mine == []
+
+
+def test_a_damaged_runs_row_is_placed_under_its_parent(durable_store: Durable) -> None:
+    """A sparing listing of runs names a damaged runs row with its table and its parent, as
+    the row's parent_run_id column says (a view of a subtree then tells whether the row is
+    in what it shows: cli/damaged.py ``within``)."""
+    durable_store.save_run(run("r1", status=RunStatus.WAITING))
+    durable_store.save_run(run("r1-c", root_run_id="r1", parent_run_id="r1", depth=1))
+    sql = "UPDATE runs SET record = {mark} WHERE run_id = {mark}"
+    if isinstance(durable_store, SQLiteStore):
+        with contextlib.closing(sqlite3.connect(durable_store.path)) as conn, conn:
+            conn.execute(sql.format(mark="?"), (NOT_A_RECORD, "r1-c"))
+    else:
+        import psycopg
+
+        from subagents.store.postgres_schema import SCHEMA
+
+        with psycopg.connect(durable_store.url, autocommit=True) as conn:
+            conn.execute(f"SET search_path TO {SCHEMA}")
+            conn.execute(sql.format(mark="%s"), (NOT_A_RECORD, "r1-c"))
+    damaged: list[DamagedRow] = []
+    assert [r.run_id for r in durable_store.list_runs(root_run_id="r1", damaged=damaged)] == ["r1"]
+    [only] = damaged
+    assert (only.key, only.table, only.placed, only.parent) == ("r1-c", "runs", True, "r1")
+    assert DamagedRow.from_data(only.as_data()).as_data() == only.as_data()  # (the link's)
+    old = DamagedRow.from_data((str(only), "r1-c"))  # (a head of an older release)
+    assert (old.key, old.table, old.placed, old.parent) == ("r1-c", None, False, None)
 
 
 def test_a_listing_that_does_not_spare_fails_naming_the_damaged_row(

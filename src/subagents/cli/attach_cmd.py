@@ -10,8 +10,11 @@ detaches (exit 0): the run goes on. When the run's host process is gone (orphane
 and exits 6 (`subagents resume` continues it). RUN is an id, a unique prefix of one, or #N
 from `ps`. A row of the tree that no longer reads (a child's, an approval's: hand-edited,
 ``store.base.DamagedRow``) is left out, the rest followed, and named on stderr when first
-met; the exit is then 1 if the run's own would be 0 (as `ps` does: cli/damaged.py). RUN's
-own row damaged while watched ends the watch with an error naming it (exit 1).
+met, as is each run cut off under a damaged run (not reached through its parent: `subagents
+attach` or `tree` of it shows it); the exit is then 1 if the run's own would be 0 (as `ps`
+does: cli/damaged.py). Only damage under RUN is named: a damaged row elsewhere in its tree is
+not followed. RUN's own row damaged while watched ends the watch with an error naming it
+(exit 1).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from subagents.cli.state import (
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
+    from subagents.cli.damaged import Sighted
     from subagents.cli.state import InspectedStore
     from subagents.cli.waiting_asks import WaitingAsks
     from subagents.messages import RunRecord
@@ -61,44 +65,45 @@ def run(args: argparse.Namespace) -> int:
 
 @reports_errors(NAME)
 def _attach(args: argparse.Namespace) -> int:
+    from subagents.cli.damaged import Sighted
     from subagents.cli.output import console
     from subagents.cli.state import open_inspected_store, resolve
 
     out = console()
-    damaged: list[DamagedRow] = []  # (each named when first met: exit 1 at the end)
+    sighted = Sighted(NAME)  # (each damaged row named when first met: exit 1 at the end)
     with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         if out.is_terminal:
-            record, orphaned = _live_view(store, record, out, damaged)
+            record, orphaned = _live_view(store, record, out, sighted)
         else:
-            record, orphaned = _journal(store, record, out, damaged)
-        code = _end(store, record, orphaned, out, damaged)
-        return code or (EXIT_FAILED if damaged else EXIT_OK)
+            record, orphaned = _journal(store, record, out, sighted)
+        code = _end(store, record, orphaned, out, sighted)
+        return code or (EXIT_FAILED if sighted.damaged else EXIT_OK)
 
 
 def _subtree(
-    store: InspectedStore, record: RunRecord, damaged: list[DamagedRow]
+    store: InspectedStore, record: RunRecord, sighted: Sighted
 ) -> tuple[list[RunRecord], Liveness, WaitingAsks]:
     """The runs under ``record`` (itself first, parents before children), the leases and
     the tree's pending approvals (one read each per frame); a row that does not read is
-    left out and named the first time it is met (``damaged``), unless it is ``record``'s
-    own: then nothing is left to follow (``CliError`` naming it).
+    left out and named the first time it is met (``sighted``: those under ``record``,
+    and the runs cut off under them), unless it is ``record``'s own: then nothing is left
+    to follow (``CliError`` naming it).
 
     The leases are read first: a host ends its runs before it gives up its lease, so runs
     read after the leases are never taken for orphans of a host that ended in between."""
-    from subagents.cli.damaged import said, spared_once
+    from subagents.cli.damaged import a_run
     from subagents.cli.state import liveness
     from subagents.cli.waiting_asks import WaitingAsks
 
     alive = liveness(store)
-    met: list[DamagedRow] = []
+    met: list[DamagedRow] = []  # (this read's)
     with store_errors():
         tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True, damaged=met)
         asks = WaitingAsks.read(store, record.root_run_id, met)
     for exc in met:
-        if exc.key == record.run_id:
+        if a_run(exc) and exc.key == record.run_id:
             raise CliError(str(exc))
-    said(NAME, spared_once(damaged, met))
     children: dict[str | None, list[RunRecord]] = {}
     for r in tree:
         children.setdefault(r.parent_run_id, []).append(r)
@@ -109,11 +114,13 @@ def _subtree(
         r = stack.pop()
         ordered.append(r)
         stack.extend(reversed(children.get(r.run_id, [])))
+    if met:
+        sighted.met(record, tree, {r.run_id for r in ordered}, met)
     return ordered, alive, asks
 
 
 def _live_view(
-    store: InspectedStore, record: RunRecord, out: Console, damaged: list[DamagedRow]
+    store: InspectedStore, record: RunRecord, out: Console, sighted: Sighted
 ) -> tuple[RunRecord, bool]:
     """Redraw the tree in place until RUN ends or is orphaned."""
     from rich.live import Live
@@ -122,7 +129,7 @@ def _live_view(
     from subagents.cli.views import build_tree, render_tree, walk
 
     def frame() -> tuple[RenderableType, RunRecord, bool]:
-        runs, alive, asks = _subtree(store, record, damaged)
+        runs, alive, asks = _subtree(store, record, sighted)
         tree = build_tree(runs[0], runs, alive, asks)
         shorts = short_ids([n.run_id for n in walk(tree)], all_run_ids(store))
         with store_errors():  # what their models are writing now (the store's previews)
@@ -140,7 +147,7 @@ def _live_view(
 
 
 def _journal(
-    store: InspectedStore, record: RunRecord, out: Console, damaged: list[DamagedRow]
+    store: InspectedStore, record: RunRecord, out: Console, sighted: Sighted
 ) -> tuple[RunRecord, bool]:
     """On a pipe: one line per change of status, until RUN ends or is orphaned."""
     from subagents.cli.output import printable
@@ -150,7 +157,7 @@ def _journal(
     seen: dict[str, str] = {}
     t0 = time.time()
     while True:
-        runs, alive, asks = _subtree(store, record, damaged)
+        runs, alive, asks = _subtree(store, record, sighted)
         for r in runs:
             status = shown_status(r, alive)
             if asks.ids(r.run_id):
@@ -175,7 +182,7 @@ def _end(
     record: RunRecord,
     orphaned: bool,
     out: Console,
-    damaged: list[DamagedRow],
+    sighted: Sighted,
 ) -> int:
     from subagents.cli.output import printable
     from subagents.cli.state import liveness
@@ -190,7 +197,7 @@ def _end(
             )
         )
         return EXIT_ORPHANED
-    runs, _alive, _asks = _subtree(store, record, damaged)
+    runs, _alive, _asks = _subtree(store, record, sighted)
     outcome = record.outcome or Outcome(run_id=record.run_id, status=record.status)
     print_outcome(out, outcome, runs)
     return EXIT_FOR_STATUS.get(record.status, 1)

@@ -5,7 +5,8 @@ children, its todo list (TodoWrite), its mail counts, and the approvals kept in 
 waits for, with the commands that answer them. RUN is an id, a unique prefix of one, or #N
 from `ps`. A row it reads that no longer reads as its record (a child's, an approval's:
 hand-edited, ``store.base.DamagedRow``) is left out, the rest shown, and named on stderr
-(exit 1), as `ps` does (cli/damaged.py).
+(exit 1), as `ps` does (cli/damaged.py); a damaged row elsewhere in its tree (a grandchild's,
+a sibling's) is not in what it shows, and is not named.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rich.text import Text
 
 from subagents.cli import output
 from subagents.cli.command import add_inspect_arguments, emit, inspecting, reports_errors
-from subagents.cli.damaged import said
+from subagents.cli.damaged import children_of, said
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
 from subagents.cli.views import duration, stamp
@@ -76,10 +77,11 @@ def run(args: argparse.Namespace) -> int:
 def gather(args: argparse.Namespace, damaged: list[DamagedRow] | None = None) -> Info:
     """What the store knows of ``args.run_ref``; ``damaged``: a child's or an approval's
     row that does not read is left out and named there (else it raises)."""
+    met: list[DamagedRow] | None = None if damaged is None else []
     with inspecting(args) as (store, alive, record):
-        tree = store.list_runs(
-            root_run_id=record.root_run_id, include_archived=True, damaged=damaged
-        )
+        tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True, damaged=met)
+        if damaged is not None:  # (a child's row; one elsewhere in the tree is not shown)
+            damaged.extend(children_of(record.run_id, met or [], record.root_run_id))
         mail = store.mail_for(record.run_id)
         todos = todos_in(store.events(record.run_id))
         topics = tuple(s.topic for s in store.subscriptions([record.run_id]))

@@ -258,7 +258,7 @@ class ClusterStore(RunStore):
         held = list(self._batches.held)
         found = self._get(self._actor.list_runs_sparing.remote(call, held), call.method)
         records, named = found
-        damaged.extend(DamagedRow(message, key) for message, key in named)
+        damaged.extend(DamagedRow.from_data(data) for data in named)
         return records
 
     def append_event(self, event: Event) -> None:

@@ -131,9 +131,10 @@ class StoreService:
 
     def list_runs_sparing(
         self, call: StoreCall, held: Sequence[StoreCall] = ()
-    ) -> tuple[Any, list[tuple[str, str | None]]]:
+    ) -> tuple[Any, list[tuple[str, str | None, str | None, str | None, bool]]]:
         """A listing (``call``: ``list_runs`` or ``list_approvals``) leaving out the rows that
-        do not read as records, with each of those named as (message, its key): the caller's
+        do not read as records, with each of those named as data (``DamagedRow.as_data``:
+        its message, key, table and place in its tree): the caller's
         ``damaged`` list cannot be filled across the link, so the damage comes back as data
         (``ClusterStore``). With ``held`` (a client's batch's writes): as it would list after
         them (``read_within``)."""
@@ -145,7 +146,7 @@ class StoreService:
             records = self._within(held, lambda: method(*call.args, **call.kwargs, damaged=damaged))
         else:
             records = self._within(held, lambda: method(*call.args, **call.kwargs))
-        return records, [(str(exc), exc.key) for exc in damaged]
+        return records, [exc.as_data() for exc in damaged]
 
     def write(self, calls: Sequence[StoreCall]) -> None:
         """Apply ``calls`` (writes only) in one transaction: all of them or none."""

@@ -33,7 +33,7 @@ from subagents.console import actions
 from subagents.console.approvals import answer, listed
 from subagents.console.hub import ENDED, Batch, Ended, Hub, Inbox
 from subagents.console.index import BadFilter, Page, RunFilter
-from subagents.console.limits import ERROR_CHARS, Limits, clipped
+from subagents.console.limits import Limits, capped, clipped, named_damage
 from subagents.console.run_page import run_page
 from subagents.store.base import DamagedRow, StoreError
 
@@ -202,7 +202,7 @@ class Console:
 
         def read() -> Page:
             page = self.index.page(keep, before=before)
-            damaged = dict(self.feed.damaged)
+            damaged = named_damage(self.feed.damaged.items())
             return msgspec.structs.replace(page, version=self.version, damaged=damaged)
 
         return _json(await self._locked(read))
@@ -393,8 +393,5 @@ def _store_failed(exc: StoreError) -> Response:
 
 
 def _error(message: str, status: int) -> Response:
-    """An error answered as JSON; its message at most ``ERROR_CHARS`` characters, whatever a
-    layer below quoted of the request (a run id in a lookup's error)."""
-    if len(message) > ERROR_CHARS:
-        message = f"{message[:ERROR_CHARS]}... (clipped: {len(message)} characters in all)"
-    return JSONResponse({"error": message}, status)
+    """An error answered as JSON; its message ``capped``."""
+    return JSONResponse({"error": capped(message)}, status)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from subagents.console.actions import ActionError, checked_reason
-from subagents.console.limits import clipped
+from subagents.console.limits import clipped, named_damage
 from subagents.logs import get_logger
 from subagents.messages import ApprovalRecord
 from subagents.runtime import answer_approval, pending_approvals
@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 SHAPES = ("1", "2")
 """``/api/approvals?v=``: 1 (the default, as before) a list of the approvals waiting; 2 an
 object, ``approvals`` (that list) and ``damaged`` (each damaged row's key, an approval's id
-or its run's, -> what is wrong), as ``/api/runs`` names its damaged rows. A script written
-for the list reads the same list; the page asks for 2."""
+or its run's, -> what is wrong; every row an entry, its key clipped: ``limits.named_damage``),
+as ``/api/runs`` names its damaged rows. A script written for the list reads the same list;
+the page asks for 2."""
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -54,7 +55,7 @@ def listed(
     found = pending(store, run_id, damaged)
     if shape != "2":
         return found
-    return Pending(found, {row.key or "(no key)": str(row) for row in damaged})
+    return Pending(found, named_damage((row.key, str(row)) for row in damaged))
 
 
 def pending(
@@ -69,8 +70,8 @@ def pending(
         found = pending_approvals(store, run_id, damaged=met)
     except LookupError as exc:  # its message quotes the run id whole: clipped here
         raise ActionError(f"no run {clipped(run_id or '')!r} in the store", 404) from exc
-    for row in met:
-        log.warning("console damaged approval", approval_id=row.key, error=str(row))
+    for key, what in named_damage((row.key, str(row)) for row in met).items():
+        log.warning("console damaged approval", approval_id=key, error=what)  # (clipped)
     if damaged is not None:
         damaged.extend(met)
     return found

@@ -22,7 +22,7 @@ from subagents.console.actions import ContinueCommand
 from subagents.console.app import Console, Settings
 from subagents.console.feed import StoreFeed
 from subagents.console.guard import Guard, served_hosts
-from subagents.console.limits import HEAD_BYTES, Limits
+from subagents.console.limits import ACCEPT_BATCH, HEAD_BYTES, Limits
 from subagents.console.protocol import protocol_for
 from subagents.console.store_file import StoreFile
 from subagents.console.tls import Tls
@@ -80,6 +80,7 @@ def _server(app: Guard, limits: Limits, tls: Tls | None = None) -> uvicorn.Serve
         ssl_keyfile=tls.key if tls is not None else None,
         http=protocol_for(limits, app),  # h11's, with deadlines (console/limits.py)
         h11_max_incomplete_event_size=HEAD_BYTES,
+        backlog=ACCEPT_BATCH,
         # no websockets here: with a websocket library installed (uvicorn[standard]) an
         # Upgrade request left ConsoleProtocol for uvicorn's websocket protocol, its close
         # never counted, a stranger's connection held in admission for ever

@@ -86,30 +86,32 @@ _RUN = msgspec.json.Decoder(RunRecord)
 
 def listing_of(
     tx: Decoding,
-    rows: Iterable[tuple[str, str, str | None]],
+    rows: Iterable[tuple[str, str, str | None, object]],
     *,
     pending: bool,
     damaged: list[DamagedRow] | None = None,
 ) -> list[ApprovalRecord]:
     """The approvals of a listing's rows (approval id, its document, its run's record or
-    None), in their order; ``pending``: only those that can still be answered (``refusal``:
-    not of an ended run, nor of a retried run's earlier attempt). One rule for every store
+    None, its run's id as its column says), in their order; ``pending``: only those that
+    can still be answered (``refusal``: not of an ended run, nor of a retried run's earlier
+    attempt). One rule for every store
     that lists approvals with SQL (SQLite, PostgreSQL). A run record that does not read
     (``DamagedRow``) is taken as unknown, not as the listing's error: its approval is
     listed as one of a run not in the store is (answering it reads the run again and is
     refused naming the damage), and the other approvals are listed (``ps``,
     ``approvals``: the listing then names the damaged run, ``cli/damaged.py``). An
     approvals row that does not read raises ``DamagedRow``; with ``damaged`` given (a
-    listing) it is left out and named there instead, as ``sqlite_tx.spare_damaged`` does for
-    runs: one such row emptied ``approvals``, ``ps`` and the console's approvals."""
+    listing) it is left out and named there instead, placed under its run (the ``run_id``
+    column), as ``sqlite_tx.spare_damaged`` does for runs: one such row emptied
+    ``approvals``, ``ps`` and the console's approvals."""
     found: list[ApprovalRecord] = []
-    for key, raw, run_raw in rows:
+    for key, raw, run_raw, run_id in rows:
         try:
             approval = tx.decode(_APPROVAL, raw, "approvals", key)
         except DamagedRow as exc:
             if damaged is None:
                 raise
-            damaged.append(exc)
+            damaged.append(exc.at(run_id))
             continue
         if pending:
             try:

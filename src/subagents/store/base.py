@@ -59,11 +59,59 @@ class UnsureWrite(StoreError):
 class DamagedRow(StoreError):
     """A row that is there but does not read as its record (hand-edited, written by a
     tool that knows nothing of its schema): that row is at fault, not the store, which
-    goes on serving every other row. ``key``: the row's (a run's id), when known."""
+    goes on serving every other row. ``key``: the row's (a run's id), when known;
+    ``table``: its table (``runs``, ``approvals``, ``events``), when known.
 
-    def __init__(self, message: str, key: str | None = None) -> None:
+    ``placed``: the store could still read where the row hangs in its run tree (columns
+    beside the damaged document): then ``parent`` is a runs row's parent run (None: a
+    root) or an approvals row's run. A view of one subtree (`tree`, `info`, `attach` of a
+    child) names, and fails for, only the damage under what it shows (``cli/damaged.py``);
+    an unplaced row may be anywhere in its tree."""
+
+    def __init__(
+        self,
+        message: str,
+        key: str | None = None,
+        *,
+        table: str | None = None,
+        parent: str | None = None,
+        placed: bool = False,
+    ) -> None:
         super().__init__(message)
         self.key = key
+        self.table = table
+        self.parent = parent
+        self.placed = placed
+
+    @property
+    def row(self) -> tuple[str | None, str | None]:
+        """Which row this is (its table, its key): two rows of one key in two tables (a
+        run's runs row and its events) are two rows, each to be named."""
+        return (self.table, self.key)
+
+    def at(self, parent: object) -> DamagedRow:
+        """This row placed under ``parent`` (a column the store read beside the damaged
+        document), unless that does not read as a run id either (left unplaced)."""
+        if parent is None or isinstance(parent, str):
+            self.parent, self.placed = parent, True
+        return self
+
+    def as_data(self) -> tuple[str, str | None, str | None, str | None, bool]:
+        """The row named as plain data (across the cluster's link: ``from_data``)."""
+        return (str(self), self.key, self.table, self.parent, self.placed)
+
+    @classmethod
+    def from_data(cls, data: Sequence[object]) -> DamagedRow:
+        """The row ``as_data`` named (a head of an older release sent only the message and
+        the key: then unplaced)."""
+        message, key, table, parent, placed = (*data[:5], None, None, False)[:5]
+
+        def text(value: object) -> str | None:
+            return value if isinstance(value, str) else None
+
+        return cls(
+            str(message), text(key), table=text(table), parent=text(parent), placed=placed is True
+        )
 
 
 class StoreBusy(StoreError):

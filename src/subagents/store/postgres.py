@@ -192,7 +192,7 @@ class PostgresStore(RunStore):
             params.append(agent)
         if not include_archived:
             where.append("archived_at IS NULL")
-        sql = "SELECT run_id, record FROM runs"
+        sql = "SELECT run_id, record, parent_run_id FROM runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at, run_id"

@@ -102,7 +102,7 @@ class PgApprovalRows:
             where.append("a.run_id = %s")
             params.append(run_id)
         sql = (
-            "SELECT a.approval_id, a.approval, r.record FROM approvals a"
+            "SELECT a.approval_id, a.approval, r.record, a.run_id FROM approvals a"
             " LEFT JOIN runs r USING (run_id)"
         )
         if where:

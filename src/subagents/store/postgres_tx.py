@@ -467,7 +467,7 @@ class PgTransactions:
             return decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             said = f"{self.where}: cannot read {table} row {key!r}: {exc}"
-            raise DamagedRow(said, str(key)) from exc
+            raise DamagedRow(said, str(key), table=table) from exc
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""

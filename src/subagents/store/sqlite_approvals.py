@@ -100,7 +100,7 @@ class ApprovalRows:
             where.append("a.run_id = ?")
             params.append(run_id)
         sql = (
-            "SELECT a.approval_id, a.approval, r.record FROM approvals a"
+            "SELECT a.approval_id, a.approval, r.record, a.run_id FROM approvals a"
             " LEFT JOIN runs r USING (run_id)"
         )
         if where:

@@ -67,19 +67,20 @@ def spare_damaged(
     rows: Iterable[Any],
     damaged: list[DamagedRow] | None,
 ) -> list[T]:
-    """Each of ``rows`` (its key, its JSON) of ``table`` decoded (a store's transactions'
-    ``decode``, which names the row in its error). A damaged row
-    raises ``DamagedRow``; with ``damaged`` given (a listing: ``ps``, the console) it is
-    left out and its error appended there instead, so the listing shows every other row
-    and names it (SQLite's and PostgreSQL's ``list_runs``)."""
+    """Each of ``rows`` (its key, its JSON, and its parent run if read) of ``table``
+    decoded (a store's transactions' ``decode``, which names the row in its error). A
+    damaged row raises ``DamagedRow``; with ``damaged`` given (a listing: ``ps``, the
+    console) it is left out and its error appended there instead, placed under its parent
+    (``DamagedRow.at``: a view of a subtree tells whether it is in what it shows), so the
+    listing shows every other row and names it (SQLite's and PostgreSQL's ``list_runs``)."""
     if damaged is None:
-        return [decode(decoder, raw, table, key) for key, raw in rows]
+        return [decode(decoder, raw, table, key) for key, raw, *_ in rows]
     decoded: list[T] = []
-    for key, raw in rows:
+    for key, raw, *parent in rows:
         try:
             decoded.append(decode(decoder, raw, table, key))
         except DamagedRow as exc:
-            damaged.append(exc)
+            damaged.append(exc.at(parent[0]) if parent else exc)
     return decoded
 
 
@@ -501,7 +502,7 @@ class Transactions:
             return decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             said = f"{self.path}: cannot read {table} row {key!r}: {exc}"
-            raise DamagedRow(said, str(key)) from exc
+            raise DamagedRow(said, str(key), table=table) from exc
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""

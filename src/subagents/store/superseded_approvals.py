@@ -77,7 +77,7 @@ def live(
         root: store.list_approvals(pending=False, root_run_id=root, damaged=met) for root in trees
     }
     if damaged is not None and met:
-        damaged.extend(d for d in met if all(seen.key != d.key for seen in damaged))
+        damaged.extend(d for d in met if all(seen.row != d.row for seen in damaged))
     return [a for a in listed if superseded_by(a, asks.get(a.root_run_id, ())) is None]
 
 

@@ -72,7 +72,7 @@ def void_ids(
             except DamagedRow as exc:
                 if damaged is None:
                     raise
-                if all(seen.key != exc.key for seen in damaged):
+                if all(seen.row != exc.row for seen in damaged):
                     damaged.append(exc)
                 told[approval.run_id] = None  # (unknown: none of its shown void)
         its = told[approval.run_id]
