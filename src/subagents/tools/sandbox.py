@@ -408,7 +408,11 @@ still scrubbed."""
 def git_dirs_of_worktree(workspace: Path) -> tuple[Path, ...]:
     """For a workspace inside a git worktree (``.git`` is a file naming its git directory):
     that directory and the shared objects, refs and logs, which ``git commit`` there writes.
-    The repository's hooks and config stay out of reach. () for anything else."""
+    The repository's hooks and config stay out of reach. () for anything else.
+
+    The ``.git`` file lies in the workspace, which editing runs may write, so it is believed
+    only when git's own records agree (``worktree_git_dir``): a run that wrote ``gitdir:
+    /elsewhere`` there made the next run free to write ``/elsewhere`` (session 26)."""
     for top in (workspace, *workspace.parents):
         marker = top / ".git"
         if marker.is_dir():
@@ -417,16 +421,29 @@ def git_dirs_of_worktree(workspace: Path) -> tuple[Path, ...]:
             break
     else:
         return ()
-    try:
-        text = marker.read_text().strip()
-    except OSError:
+    found = worktree_git_dir(marker)
+    if found is None:
         return ()
-    if not text.startswith("gitdir:"):
-        return ()
-    gitdir = (top / text.removeprefix("gitdir:").strip()).resolve()
-    try:
-        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-    except OSError:
-        return (gitdir,) if gitdir.is_dir() else ()
+    gitdir, common = found
     shared = [common / name for name in ("objects", "refs", "logs")]
     return tuple(p for p in (gitdir, *shared) if p.is_dir())
+
+
+def worktree_git_dir(marker: Path) -> tuple[Path, Path] | None:
+    """(the worktree's git directory, the repository's common git directory) named by the
+    ``.git`` file ``marker``, or None unless it is one git made: the directory it names is
+    ``<common>/worktrees/NAME`` (``common`` read from its ``commondir``), and that
+    directory's ``gitdir`` names ``marker`` back. A run can write neither half outside what
+    it may already write, so a pointer it planted names nothing more."""
+    try:
+        text = marker.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
+        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+        back = (gitdir / (gitdir / "gitdir").read_text().strip()).resolve()
+    except (OSError, ValueError):  # unreadable, missing, a NUL in a path
+        return None
+    if gitdir.parent != common / "worktrees" or back != marker.resolve():
+        return None
+    return gitdir, common
