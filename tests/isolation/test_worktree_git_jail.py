@@ -1,0 +1,138 @@
+"""The runtime's own git, where a run could have planted a program for it (session 26).
+
+The runtime runs git itself to make an ``isolation: worktree`` run's worktree (``git
+worktree add`` in the repository) and to see at the run's end whether it changed anything
+(``git status`` in the worktree). Both read files a run may write: a worktree run writes its
+worktree (its ``.git`` file, a nested repository it adds as a submodule), an editing run
+whose workspace is the repository's top writes ``.git/hooks`` and ``.git/config``. git runs
+programs those name (``core.fsmonitor``, hooks), and it ran them outside every sandbox, with
+the runtime's whole environment. These attacks plant such programs through the real runtime
+and the real kernel sandbox and check that nothing outside changed and no secret leaked."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from subagents.definitions.spec import AgentSpec
+from subagents.isolation import WorktreeError, Worktrees
+from subagents.messages import RunStatus, ToolResultBlock
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+from subagents.tools.sandbox_exec import kernel_abi
+
+from .test_worktrees import make_repo, worktree_paths
+
+landlock = pytest.mark.skipif(kernel_abi() < 4, reason="the kernel offers no Landlock ABI 4+")
+WAIT = 120.0
+SECRET = "sk-ant-not-for-hooks"
+
+
+def bash(*commands: str) -> list[object]:
+    steps: list[object] = [
+        {"tool_calls": [{"name": "Bash", "input": {"command": c}}]} for c in commands
+    ]
+    return [*steps, {"text": "done"}]
+
+
+def shown(model: ScriptedModel, name: str) -> list[ToolResultBlock]:
+    out: list[ToolResultBlock] = []
+    for request in model.requests:
+        if request.agent == name and request.messages[-1].role == "user":
+            out += [b for b in request.messages[-1].content if isinstance(b, ToolResultBlock)]
+    return out
+
+
+def editor(name: str, isolated: bool) -> AgentSpec:
+    metadata = {"isolation": "worktree"} if isolated else {}
+    return AgentSpec(name=name, description="Edits.", prompt="You edit.", metadata=metadata)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    out = tmp_path / "outside"
+    out.mkdir()
+    return out
+
+
+def planted(outside: Path, name: str) -> str:
+    """A program that leaves its mark outside, with what it saw of the environment."""
+    return f'echo "pwned $ANTHROPIC_API_KEY" > {outside}/{name}; false'
+
+
+FSMONITOR = {
+    "own .git": "rm .git && git init -q . && git config core.fsmonitor '{program}'",
+    "submodule": (
+        "mkdir sub && cd sub && git init -q"
+        " && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m s"
+        " && git config core.fsmonitor '{program}' && cd .. && git add sub 2>/dev/null"
+    ),
+}
+
+
+@landlock
+@pytest.mark.parametrize("how", sorted(FSMONITOR))
+def test_a_worktree_run_plants_nothing_the_runtime_runs_at_its_end(
+    tmp_path: Path, outside: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run rewrites its worktree so that the runtime's ``git status`` there runs its
+    program (``core.fsmonitor`` of its own ``.git``, or of a submodule it added)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    repo = make_repo(tmp_path / "repo")
+    plant = FSMONITOR[how].format(program=planted(outside, how)) + " && echo planted"
+    model = ScriptedModel({"worker": bash(plant)})
+    with Runtime(
+        [editor("worker", True)], model=model, workspace=repo, permissions="bypassPermissions"
+    ) as rt:
+        outcome = rt.run("worker", "go", wait=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert shown(model, "worker")[0].content == "planted"
+    assert "[worktree kept" in (outcome.result or "")  # the run changed its worktree
+    assert list(outside.iterdir()) == []
+
+
+@landlock
+def test_a_hook_an_editing_run_planted_runs_confined_when_a_worktree_is_made(
+    tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editing run whose workspace is the repository's top may write ``.git/hooks``
+    (documented); the runtime's ``git worktree add`` for the next isolated run runs its
+    ``post-checkout`` there, which may write no more than the run that planted it could,
+    and never sees the runtime's secrets."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    repo = make_repo(tmp_path / "repo")
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    body = '#!/bin/sh\necho "seen $ANTHROPIC_API_KEY" > "$(git rev-parse --git-common-dir)/seen"\n'
+    body += planted(outside, "hook").replace("; false", "") + "\nexit 0\n"
+    plant = f"cat > {hook} <<'EOF'\n{body}EOF\nchmod +x {hook} && echo planted"
+    model = ScriptedModel({"lead": bash(plant), "worker": bash("echo in the worktree")})
+    agents = [editor("lead", False), editor("worker", True)]
+    with Runtime(agents, model=model, workspace=repo, permissions="bypassPermissions") as rt:
+        assert rt.run("lead", "plant", wait=WAIT).status is RunStatus.COMPLETED
+        outcome = rt.run("worker", "go", wait=WAIT)
+    assert shown(model, "lead")[0].content == "planted"
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert shown(model, "worker")[0].content == "in the worktree"
+    assert list(outside.iterdir()) == []
+    seen = (repo / ".git" / "seen").read_text()  # the hook ran, in the git directory
+    assert seen.startswith("seen") and SECRET not in seen
+
+
+@pytest.mark.parametrize("how", ["symlink", "gitdir file"])
+def test_a_repository_whose_git_directory_a_run_swapped_makes_no_worktree(
+    tmp_path: Path, how: str
+) -> None:
+    """An editing run at the top replaced ``.git`` by another repository's (a symlink, or a
+    ``gitdir:`` file): a worktree made from it would give the isolated run that repository's
+    objects and refs to write, and its git the other repository's directory."""
+    repo, other = make_repo(tmp_path / "repo"), make_repo(tmp_path / "other")
+    shutil.rmtree(repo / ".git")
+    if how == "symlink":
+        (repo / ".git").symlink_to(other / ".git")
+    else:
+        (repo / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    with pytest.raises(WorktreeError, match="neither, so no worktree is made"):
+        Worktrees(repo).create("r1", "coder")
+    assert worktree_paths(other) == [str(other)]
