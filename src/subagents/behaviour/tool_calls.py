@@ -460,15 +460,8 @@ class ToolCalls:
                 "tool_name": use.name,
                 "tool_input": args,
             }
-            pre = run_hooks(
-                self.hooks,
-                "PreToolUse",
-                payload,
-                tool=use.name,
-                cwd=self.workspace.root,
-                cancel=self.port.cancel,
-                log=self.port.log,
-            )
+            # in the run's sandbox, as every hook (before session 26 this one had none)
+            pre = self._hooks(self.hooks, "PreToolUse", payload, use.name)
             if pre.blocked:
                 raise ToolError(f"PreToolUse hook blocked this call: {pre.reason}")
         return task_arguments(args, offered) if use.name == TASK else args
