@@ -40,7 +40,7 @@ from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Event, HookOutcome, Hooks, run_hooks
 from subagents.tools.modes import Mode
-from subagents.tools.permissions import Decision, PermissionPolicy, lists
+from subagents.tools.permissions import Decision, PermissionPolicy, bash_reads_only, lists
 from subagents.tools.rules import Rule, RuleError, call_target
 from subagents.tools.sandbox import RunSandbox
 
@@ -412,6 +412,8 @@ class ToolCalls:
             ctx = self.context(use.id)
             if _outside_sandbox(tool, args):  # allowed: decided (asked) above
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
+            elif tool.name == "Bash" and bash_reads_only(args):  # runs as it was judged
+                ctx = dataclasses.replace(ctx, sandbox=self.sandbox.reading())
             out = tool.run(args, ctx)
         except ToolError as exc:
             return shown(exc), True

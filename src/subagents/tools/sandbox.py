@@ -320,6 +320,16 @@ class RunSandbox:
             head += ["--read", str(path)]
         return [*head, "--", *argv]
 
+    def reading(self) -> RunSandbox:
+        """The same held to reading, as a ``plan`` run's: writes only to its temporary
+        directory, no network. For a Bash line allowed because it only reads
+        (``permissions.bash_reads_only``): the judge proves its programs are readers, not
+        what they run (git runs programs its repository's config names), so the kernel
+        holds it to what the judge claimed (session 26). Unchanged without Landlock."""
+        if not self.landlock:
+            return self
+        return dataclasses.replace(self, writable=(), read_only=True, network=False)
+
     def unconfined(self) -> RunSandbox:
         """The same without Landlock (a call approved to run outside the sandbox); the
         environment stays scrubbed."""
