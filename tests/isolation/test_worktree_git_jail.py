@@ -11,7 +11,11 @@ and the real kernel sandbox and check that nothing outside changed and no secret
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +140,60 @@ def test_a_repository_whose_git_directory_a_run_swapped_makes_no_worktree(
     with pytest.raises(WorktreeError, match="neither, so no worktree is made"):
         Worktrees(repo).create("r1", "coder")
     assert worktree_paths(other) == [str(other)]
+
+
+TYPIST = """
+import os, subprocess, sys, fcntl
+from pathlib import Path
+from subagents.isolation.git import GitJail, git
+from subagents.tools.sandbox import Sandbox
+
+repo = Path(sys.argv[1])
+program = (
+    "import fcntl, os, termios\\n"
+    "fd = os.open('/dev/tty', os.O_RDWR)\\n"
+    "for c in b'echo TYPED\\\\n': fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\\n"
+)
+(repo / "typist.py").write_text(program)
+subprocess.run(
+    ["git", "-C", str(repo), "config", "core.fsmonitor", f"{sys.executable} typist.py; false"],
+    check=True,
+)
+print("status:", git(repo, "status", "--porcelain", jail=GitJail(Sandbox().resolve())))
+fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK)
+try:
+    typed = os.read(0, 1000)
+except BlockingIOError:
+    typed = b""
+print("typed:", typed)
+"""
+
+
+@landlock
+def test_what_the_runtimes_git_runs_cannot_type_into_its_terminal(tmp_path: Path) -> None:
+    """A program git runs for the runtime (here ``core.fsmonitor``) opened ``/dev/tty``,
+    the runtime's terminal, and pushed ``echo TYPED`` into its input (``TIOCSTI``): what the
+    user's shell reads once the runtime exits, outside every sandbox. git now starts in a
+    session of its own, with no terminal."""
+    repo = make_repo(tmp_path / "repo")
+    script = tmp_path / "typist_host.py"
+    script.write_text(TYPIST)
+    pid, fd = pty.fork()  # the host process has the pseudo-terminal as its own
+    if pid == 0:  # pragma: no cover - the child execs at once
+        os.execv(sys.executable, [sys.executable, str(script), str(repo)])
+    shown = b""
+    try:
+        while select.select([fd], [], [], WAIT)[0]:  # a hang guard, not a timing
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child ended: the terminal is gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+    text = shown.decode(errors="replace")
+    assert "status: ?? typist.py" in text, text  # git ran, and its fsmonitor
+    assert "typed: b''" in text and "TYPED" not in text, text

@@ -88,6 +88,7 @@ def _run(command: list[str], env: dict[str, str], cwd: Path, shown: str, timeout
             timeout=timeout,
             env=env,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,  # no terminal: a program it runs could type into it
             check=False,
         )
     except FileNotFoundError:
