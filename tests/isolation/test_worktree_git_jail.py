@@ -25,6 +25,7 @@ from subagents.isolation import WorktreeError, Worktrees
 from subagents.messages import RunStatus, ToolResultBlock
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
+from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
 
 from .test_worktrees import make_repo, worktree_paths
@@ -197,3 +198,18 @@ def test_what_the_runtimes_git_runs_cannot_type_into_its_terminal(tmp_path: Path
     text = shown.decode(errors="replace")
     assert "status: ?? typist.py" in text, text  # git ran, and its fsmonitor
     assert "typed: b''" in text and "TYPED" not in text, text
+
+
+@landlock
+def test_with_reads_limited_a_workspace_below_the_top_still_gets_its_worktree(
+    tmp_path: Path,
+) -> None:
+    """``Sandbox(readable=[])``: the runs read only the workspace; the runtime's git, held
+    like them, still reads the repository it makes the worktree of."""
+    repo = make_repo(tmp_path / "repo")
+    trees = Worktrees(repo / "src")
+    tree = trees.create("r1", "coder", sandbox=Sandbox(readable=[]).resolve())
+    assert tree.workspace == tree.path / "src" and (tree.workspace / "app.py").exists()
+    report = trees.finish("r1")
+    assert report is not None and not report.kept and report.error is None, report
+    assert worktree_paths(repo) == [str(repo)]

@@ -57,9 +57,17 @@ class GitJail:
         if not run.landlock:
             return argv, _environment(dict(os.environ))
         run = dataclasses.replace(run, writable=self.writable)
+        top = _top_of(cwd)
+        if run.readable is not None and top is not None:  # reads limited: git reads its repo
+            run = dataclasses.replace(run, readable=(*run.readable, top))
         env = _environment(run.environment(temp))
         env["GIT_OPTIONAL_LOCKS"] = "0"  # a look refreshes no index: it writes nothing
         return run.argv(argv, temp), env
+
+
+def _top_of(cwd: Path) -> Path | None:
+    """The nearest directory at or above ``cwd`` holding a ``.git`` (git's own search)."""
+    return next((p for p in (cwd, *cwd.parents) if (p / ".git").exists()), None)
 
 
 def _environment(base: dict[str, str]) -> dict[str, str]:
