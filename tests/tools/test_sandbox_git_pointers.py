@@ -93,3 +93,47 @@ def test_a_genuine_worktree_still_gets_its_git_directories(tmp_path: Path) -> No
         common / "refs",
         common / "logs",
     )
+
+
+def test_a_git_symlink_to_another_worktree_gives_the_next_run_nothing(tmp_path: Path) -> None:
+    """A variant the pointer check missed (review of session 26): ``.git`` replaced by a
+    symlink to a genuine worktree's ``.git`` file elsewhere. git's records point back to the
+    link's target, so the link was believed and the next run got that other repository's
+    objects and refs (move its branches). A ``.git`` that is a symlink names nothing."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    git(other, "commit", "-q", "--allow-empty", "-m", "init")
+    tree = tmp_path / "other-tree"
+    git(other, "worktree", "add", "-q", "-b", "side", str(tree))
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / ".git").symlink_to(tree / ".git")
+    assert git_dirs_of_worktree(workspace) == ()
+    assert git_dirs_of_worktree(tree) != ()  # the genuine one still is
+
+
+@landlock
+def test_a_planted_git_symlink_lets_the_next_run_move_no_branch_elsewhere(
+    tmp_path: Path,
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    git(other, "commit", "-q", "--allow-empty", "-m", "init")
+    tree = tmp_path / "other-tree"
+    git(other, "worktree", "add", "-q", "-b", "side", str(tree))
+    refs = other / ".git" / "refs" / "heads"
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    plant = f"ln -s {tree}/.git .git && cat .git"
+    escape = f"echo pwned > {refs}/planted"
+    first, second = bash_run([plant]), bash_run([escape])
+    for model in (first, second):
+        with Runtime(
+            [agent("worker")], model=model, workspace=workspace, permissions="bypassPermissions"
+        ) as rt:
+            assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
+    assert results(first, "worker")[0].content.startswith("gitdir:")
+    assert "Permission denied" in results(second, "worker")[0].content
+    assert not (refs / "planted").exists()

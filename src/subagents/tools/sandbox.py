@@ -444,7 +444,11 @@ def worktree_git_dir(marker: Path) -> tuple[Path, Path] | None:
     ``.git`` file ``marker``, or None unless it is one git made: the directory it names is
     ``<common>/worktrees/NAME`` (``common`` read from its ``commondir``), and that
     directory's ``gitdir`` names ``marker`` back. A run can write neither half outside what
-    it may already write, so a pointer it planted names nothing more."""
+    it may already write, so a pointer it planted names nothing more. A ``.git`` that is a
+    symlink names nothing: git's records point back to its target, a genuine worktree of
+    another repository (review of session 26: the next run wrote that repository's refs)."""
+    if marker.is_symlink():
+        return None
     try:
         text = marker.read_text().strip()
         if not text.startswith("gitdir:"):
@@ -454,6 +458,6 @@ def worktree_git_dir(marker: Path) -> tuple[Path, Path] | None:
         back = (gitdir / (gitdir / "gitdir").read_text().strip()).resolve()
     except (OSError, ValueError):  # unreadable, missing, a NUL in a path
         return None
-    if gitdir.parent != common / "worktrees" or back != marker.resolve():
+    if gitdir.parent != common / "worktrees" or back != marker.parent.resolve() / marker.name:
         return None
     return gitdir, common
