@@ -15,6 +15,7 @@ import os
 import pty
 import select
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -125,6 +126,7 @@ def test_a_hook_an_editing_run_planted_runs_confined_when_a_worktree_is_made(
     assert seen.startswith("seen") and SECRET not in seen
 
 
+@landlock
 @pytest.mark.parametrize("how", ["symlink", "gitdir file"])
 def test_a_repository_whose_git_directory_a_run_swapped_makes_no_worktree(
     tmp_path: Path, how: str
@@ -139,8 +141,35 @@ def test_a_repository_whose_git_directory_a_run_swapped_makes_no_worktree(
     else:
         (repo / ".git").write_text(f"gitdir: {other / '.git'}\n")
     with pytest.raises(WorktreeError, match="neither, so no worktree is made"):
-        Worktrees(repo).create("r1", "coder")
+        Worktrees(repo).create("r1", "coder", sandbox=Sandbox().resolve())
     assert worktree_paths(other) == [str(other)]
+
+
+def submodule_checkout(root: Path) -> Path:
+    """A repository holding another as a submodule: its checkout's ``.git`` is a file
+    naming ``.git/modules/sub`` (no ``commondir``; ``core.worktree`` names it back)."""
+    inner, outer = make_repo(root / "inner"), make_repo(root / "outer")
+    config = ["-c", "protocol.file.allow=always", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["submodule", "add", "-q", str(inner), "sub"], ["commit", "-qm", "sub"]):
+        subprocess.run(["git", "-C", str(outer), *config, *args], check=True, capture_output=True)
+    return outer / "sub"
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_a_submodule_checkout_still_gets_its_worktree(tmp_path: Path, sandboxed: bool) -> None:
+    """Review of session 26: the pointer check refused a submodule's ``.git`` file (it is
+    no worktree's), so ``isolation: worktree`` failed there, even with no sandbox at all."""
+    if sandboxed and kernel_abi() < 4:
+        pytest.skip("the kernel offers no Landlock ABI 4+")
+    sub = submodule_checkout(tmp_path.resolve())
+    trees = Worktrees(sub)
+    sandbox = Sandbox().resolve() if sandboxed else Sandbox(enabled=False).resolve()
+    tree = trees.create("r1", "coder", sandbox=sandbox)
+    assert (tree.workspace / "src" / "app.py").exists() and tree.common is not None
+    assert tree.common.parent.name == "modules"
+    report = trees.finish("r1")
+    assert report is not None and not report.kept and report.error is None, report
+    assert not any("coder-r1" in p for p in worktree_paths(sub)) and not tree.path.exists()
 
 
 TYPIST = """

@@ -161,7 +161,7 @@ class Worktrees:
             if existing is not None:
                 return existing
             top, inside, base = self._repo(look)
-            common = _common_dir(top)
+            common = _common_dir(top, look)
             name = f"{_slug(agent)}-{_slug(run_id)}"
             path = top / WORKTREES_DIR / name
             branch = f"{BRANCH_PREFIX}{name}"
@@ -275,20 +275,47 @@ class Worktrees:
             log.warning("could not add the worktrees folder to info/exclude", error=str(exc))
 
 
-def _common_dir(top: Path) -> Path:
+def _common_dir(top: Path, look: GitJail | None) -> Path:
     """The git directory of the repository whose top is ``top``: its ``.git`` directory, or
     for a top that is itself a worktree the common directory its ``.git`` file names, if
-    git's records agree (``worktree_git_dir``). The runtime's git may write it to add a
-    worktree, and the worktree's runs its objects and refs: a ``.git`` an editing run
-    replaced (a symlink or a file naming another repository's) is refused, not followed."""
+    git's records agree (``worktree_git_dir``), or for a submodule's checkout the git
+    directory whose ``core.worktree`` names ``top`` back. The runtime's git may write it to
+    add a worktree, and the worktree's runs its objects and refs: a ``.git`` an editing run
+    replaced (a symlink or a file naming another repository's) is refused, not followed.
+    Without the sandbox (``look`` None or no Landlock) nothing is held and git's own answer
+    stands, as before session 26 (a run could write anywhere)."""
     marker = top / ".git"
     if marker.is_dir() and not marker.is_symlink():
         return Path(os.path.realpath(marker))
-    found = worktree_git_dir(marker) if marker.is_file() and not marker.is_symlink() else None
-    if found is None:
-        raise WorktreeError(
-            f"isolation: worktree needs {marker} to be the repository's git directory (or a"
-            " worktree's .git file that git's records name back); it is neither, so no"
-            " worktree is made from it"
-        )
-    return found[1]
+    if marker.is_file() and not marker.is_symlink():
+        found = worktree_git_dir(marker)
+        if found is not None:
+            return found[1]
+        module = _submodule_git_dir(marker)
+        if module is not None:
+            return module
+    if look is None or not look.sandbox.resolve().abi or not look.sandbox.enabled:
+        common = Path(git(top, "rev-parse", "--git-common-dir"))
+        return Path(os.path.realpath(common if common.is_absolute() else top / common))
+    raise WorktreeError(
+        f"isolation: worktree needs {marker} to be the repository's git directory (or a"
+        " worktree's or submodule's .git file that git's records name back); it is neither,"
+        " so no worktree is made from it"
+    )
+
+
+def _submodule_git_dir(marker: Path) -> Path | None:
+    """The git directory a submodule checkout's ``.git`` file names (``.git/modules/NAME``)
+    when that directory's ``core.worktree`` names the checkout back: a run may write the
+    file, not the directory's config outside its workspace. ``git config --file`` runs no
+    program a repository names."""
+    try:
+        text = marker.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
+        named = git(gitdir, "config", "--file", str(gitdir / "config"), "core.worktree")
+        back = (gitdir / named).resolve()
+    except (OSError, ValueError, GitError):
+        return None
+    return gitdir if back == marker.parent.resolve() else None
