@@ -15,6 +15,7 @@ import os
 import pty
 import select
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -242,3 +243,38 @@ def test_with_reads_limited_a_workspace_below_the_top_still_gets_its_worktree(
     report = trees.finish("r1")
     assert report is not None and not report.kept and report.error is None, report
     assert worktree_paths(repo) == [str(repo)]
+
+
+@landlock
+def test_a_planted_hook_gets_no_network_the_planting_run_had_not(tmp_path: Path) -> None:
+    """A variant (review of session 26): the owner turned the network off for editing runs;
+    one plants ``post-checkout``, which the runtime's ``git worktree add`` for the next
+    isolated run ran with the network on (the jail of a writing git call had it). Now no git
+    call of the runtime has the network: the hook's connection is refused."""
+    repo = make_repo(tmp_path / "repo")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    reach = (
+        f"{sys.executable} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}))'"
+        ' && echo reached > "$(git rev-parse --git-common-dir)/net"'
+        ' || echo refused > "$(git rev-parse --git-common-dir)/net"'
+    )
+    body = f"#!/bin/sh\n{reach}\nexit 0\n"
+    plant = f"cat > {hook} <<'EOF'\n{body}EOF\nchmod +x {hook} && echo planted"
+    model = ScriptedModel({"lead": bash(plant), "worker": bash("echo in the worktree")})
+    agents = [editor("lead", False), editor("worker", True)]
+    sandbox = Sandbox(network={"bypassPermissions": "off"})
+    try:
+        with Runtime(
+            agents, model=model, workspace=repo, permissions="bypassPermissions", sandbox=sandbox
+        ) as rt:
+            assert rt.run("lead", "plant", wait=WAIT).status is RunStatus.COMPLETED
+            outcome = rt.run("worker", "go", wait=WAIT)
+    finally:
+        listener.close()
+    assert shown(model, "lead")[0].content == "planted"
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert (repo / ".git" / "net").read_text() == "refused\n"

@@ -12,7 +12,8 @@ with the runtime's environment (session 26). So git here runs in a ``GitJail`` w
 runtime sandboxes its runs: under the same launcher as their commands (Landlock, the
 seccomp filter, the run store hidden, a scrubbed environment), writing only what the git
 command itself must (nothing to look, the git directory and the worktrees' folder to add
-or remove a worktree). A program git runs then reaches no more than the runs could.
+or remove a worktree), never the network. A program git runs then reaches no more than
+the runs could.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ class GitJail:
 
     def command(self, argv: list[str], cwd: Path, temp: Path) -> tuple[list[str], dict[str, str]]:
         """``argv`` as the launcher runs it, and its environment."""
+        # no git call of the runtime needs the network (none fetches): a hook it runs gets
+        # none, though the run that planted it may have been denied it (review, session 26)
         run = self.sandbox.resolve().for_run(
-            workspace=cwd, read_only=not self.writable, network=bool(self.writable)
+            workspace=cwd, read_only=not self.writable, network=False
         )
         if not run.landlock:
             return argv, _environment(dict(os.environ))
