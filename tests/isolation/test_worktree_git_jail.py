@@ -190,7 +190,8 @@ subprocess.run(
     ["git", "-C", str(repo), "config", "core.fsmonitor", f"{sys.executable} typist.py; false"],
     check=True,
 )
-print("status:", git(repo, "status", "--porcelain", jail=GitJail(Sandbox().resolve())))
+jail = GitJail(Sandbox().resolve()) if sys.argv[2] == "jailed" else None
+print("status:", git(repo, "status", "--porcelain", jail=jail))
 fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK)
 try:
     typed = os.read(0, 1000)
@@ -200,18 +201,21 @@ print("typed:", typed)
 """
 
 
-@landlock
-def test_what_the_runtimes_git_runs_cannot_type_into_its_terminal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["jailed", "unconfined"])
+def test_what_the_runtimes_git_runs_cannot_type_into_its_terminal(tmp_path: Path, how: str) -> None:
     """A program git runs for the runtime (here ``core.fsmonitor``) opened ``/dev/tty``,
     the runtime's terminal, and pushed ``echo TYPED`` into its input (``TIOCSTI``): what the
     user's shell reads once the runtime exits, outside every sandbox. git now starts in a
-    session of its own, with no terminal."""
+    session of its own, with no terminal (``unconfined``: the sandbox off, that alone holds;
+    ``jailed``: the seccomp filter's TIOCSTI denial holds as well)."""
+    if how == "jailed" and kernel_abi() < 4:
+        pytest.skip("the kernel offers no Landlock ABI 4+")
     repo = make_repo(tmp_path / "repo")
     script = tmp_path / "typist_host.py"
     script.write_text(TYPIST)
     pid, fd = pty.fork()  # the host process has the pseudo-terminal as its own
     if pid == 0:  # pragma: no cover - the child execs at once
-        os.execv(sys.executable, [sys.executable, str(script), str(repo)])
+        os.execv(sys.executable, [sys.executable, str(script), str(repo), how])
     shown = b""
     try:
         while select.select([fd], [], [], WAIT)[0]:  # a hang guard, not a timing
