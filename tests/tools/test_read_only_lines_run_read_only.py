@@ -20,7 +20,7 @@ from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.tools.approval import ApprovalRequest
 
-from .conftest import WAIT
+from .conftest import WAIT, git
 from .test_sandbox_runs import agent, landlock, results, use
 
 
@@ -59,3 +59,36 @@ def test_a_program_planted_in_git_config_gets_no_more_than_a_read(
     assert asked == []  # and the line ran unasked: it only reads
     assert not (repo / "mark").exists(), ran.content  # but what git ran could not write
     assert "Read-only file system" in ran.content or "Permission denied" in ran.content
+
+
+def partial_clone(tmp_path: Path) -> Path:
+    """A blobless clone (``--filter=blob:none``): ``git show`` of an old file fetches its
+    blob from the remote into ``.git/objects`` (here ``file://``, no network needed)."""
+    up = tmp_path / "up"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    git(up, "config", "uploadpack.allowfilter", "true")
+    for text in ("one\n", "two\n"):
+        (up / "a.txt").write_text(text)
+        git(up, "add", "a.txt")
+        git(up, "commit", "-q", "-m", text.strip())
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{up}", str(clone))
+    return clone
+
+
+@landlock
+def test_in_bypass_mode_a_read_only_line_runs_as_any_other(tmp_path: Path) -> None:
+    """Review of session 26: held to reading in every mode, ``git show HEAD~1:a.txt`` in a
+    partial clone failed (its blob could not be fetched into ``.git/objects``) even in
+    ``bypassPermissions``, where every line runs unasked and holding one buys nothing."""
+    clone = partial_clone(tmp_path)
+    model = ScriptedModel(
+        {"worker": [{"tool_calls": [use("Bash", command="git show HEAD~1:a.txt")]}, "done"]}
+    )
+    with Runtime(
+        [agent("worker")], model=model, workspace=clone, permissions="bypassPermissions"
+    ) as rt:
+        assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
+    (shown,) = results(model, "worker")
+    assert not shown.is_error and shown.content == "one", shown.content

@@ -412,7 +412,7 @@ class ToolCalls:
             ctx = self.context(use.id)
             if _outside_sandbox(tool, args):  # allowed: decided (asked) above
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
-            elif tool.name == "Bash" and bash_reads_only(args):  # runs as it was judged
+            elif self._held_to_reading(tool, args):  # runs as it was judged
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.reading())
             out = tool.run(args, ctx)
         except ToolError as exc:
@@ -431,6 +431,16 @@ class ToolCalls:
                 self.attachments[use.id] = out.attachments
             return out.content, out.is_error
         return out, False
+
+    def _held_to_reading(self, tool: Tool, args: dict[str, Any]) -> bool:
+        """A Bash line allowed unasked because it only reads, in a mode where another line
+        would be asked (not ``bypassPermissions``: there every line runs unasked, so holding
+        one buys nothing, and a partial clone's ``git show`` could not fetch its blob)."""
+        return (
+            tool.name == "Bash"
+            and self.policy.mode != "bypassPermissions"
+            and bash_reads_only(args)
+        )
 
     def _hooks(
         self, hooks: Hooks, event: Event, payload: dict[str, Any], tool: str | None
