@@ -295,7 +295,10 @@ def _common_dir(top: Path, look: GitJail | None) -> Path:
         if module is not None:
             return module
     if look is None or not look.sandbox.resolve().abi or not look.sandbox.enabled:
-        common = Path(git(top, "rev-parse", "--git-common-dir"))
+        try:
+            common = Path(git(top, "rev-parse", "--git-common-dir"))
+        except GitError as exc:
+            raise WorktreeError(f"isolation: no git directory found for {top}: {exc}") from None
         return Path(os.path.realpath(common if common.is_absolute() else top / common))
     raise WorktreeError(
         f"isolation: worktree needs {marker} to be the repository's git directory (or a"
