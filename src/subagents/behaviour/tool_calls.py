@@ -412,7 +412,7 @@ class ToolCalls:
             ctx = self.context(use.id)
             if _outside_sandbox(tool, args):  # allowed: decided (asked) above
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
-            elif self._held_to_reading(tool, args):  # runs as it was judged
+            elif _held_to_reading(self.policy.mode, tool, args):  # runs as it was judged
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.reading())
             out = tool.run(args, ctx)
         except ToolError as exc:
@@ -431,16 +431,6 @@ class ToolCalls:
                 self.attachments[use.id] = out.attachments
             return out.content, out.is_error
         return out, False
-
-    def _held_to_reading(self, tool: Tool, args: dict[str, Any]) -> bool:
-        """A Bash line allowed unasked because it only reads, in a mode where another line
-        would be asked (not ``bypassPermissions``: there every line runs unasked, so holding
-        one buys nothing, and a partial clone's ``git show`` could not fetch its blob)."""
-        return (
-            tool.name == "Bash"
-            and self.policy.mode != "bypassPermissions"
-            and bash_reads_only(args)
-        )
 
     def _hooks(
         self, hooks: Hooks, event: Event, payload: dict[str, Any], tool: str | None
@@ -511,6 +501,13 @@ class ToolCalls:
         killed = self.env.processes.kill_run(self.port.record.run_id)
         if killed:
             self.port.log.info("killed the run's processes", count=killed)
+
+
+def _held_to_reading(mode: Mode, tool: Tool, args: dict[str, Any]) -> bool:
+    """A Bash line allowed unasked because it only reads, in a mode where another line
+    would be asked (not ``bypassPermissions``: there every line runs unasked, so holding one
+    buys nothing, and a partial clone's ``git show`` could not fetch its blob)."""
+    return tool.name == "Bash" and mode != "bypassPermissions" and bash_reads_only(args)
 
 
 def _outside_sandbox(tool: Tool, arguments: dict[str, Any]) -> bool:
