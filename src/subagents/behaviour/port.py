@@ -245,7 +245,7 @@ class AgentEnv:
         if isolation_of(spec) == "worktree":
             if self.worktrees is None:
                 self.worktrees = Worktrees(self.workspace.root)
-            tree = self.worktrees.create(record.run_id, spec.name)
+            tree = self.worktrees.create(record.run_id, spec.name, sandbox=self.sandbox)
             return Workspace(tree.workspace, sealed=self.workspace.sealed)
         return self.workspace
 

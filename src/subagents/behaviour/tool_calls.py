@@ -40,7 +40,7 @@ from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Event, HookOutcome, Hooks, run_hooks
 from subagents.tools.modes import Mode
-from subagents.tools.permissions import Decision, PermissionPolicy, lists
+from subagents.tools.permissions import Decision, PermissionPolicy, bash_reads_only, lists
 from subagents.tools.rules import Rule, RuleError, call_target
 from subagents.tools.sandbox import RunSandbox
 
@@ -412,6 +412,8 @@ class ToolCalls:
             ctx = self.context(use.id)
             if _outside_sandbox(tool, args):  # allowed: decided (asked) above
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
+            elif _held_to_reading(self.policy.mode, tool, args):  # runs as it was judged
+                ctx = dataclasses.replace(ctx, sandbox=self.sandbox.reading())
             out = tool.run(args, ctx)
         except ToolError as exc:
             return shown(exc), True
@@ -460,15 +462,8 @@ class ToolCalls:
                 "tool_name": use.name,
                 "tool_input": args,
             }
-            pre = run_hooks(
-                self.hooks,
-                "PreToolUse",
-                payload,
-                tool=use.name,
-                cwd=self.workspace.root,
-                cancel=self.port.cancel,
-                log=self.port.log,
-            )
+            # in the run's sandbox, as every hook (before session 26 this one had none)
+            pre = self._hooks(self.hooks, "PreToolUse", payload, use.name)
             if pre.blocked:
                 raise ToolError(f"PreToolUse hook blocked this call: {pre.reason}")
         return task_arguments(args, offered) if use.name == TASK else args
@@ -506,6 +501,13 @@ class ToolCalls:
         killed = self.env.processes.kill_run(self.port.record.run_id)
         if killed:
             self.port.log.info("killed the run's processes", count=killed)
+
+
+def _held_to_reading(mode: Mode, tool: Tool, args: dict[str, Any]) -> bool:
+    """A Bash line allowed unasked because it only reads, in a mode where another line
+    would be asked (not ``bypassPermissions``: there every line runs unasked, so holding one
+    buys nothing, and a partial clone's ``git show`` could not fetch its blob)."""
+    return tool.name == "Bash" and mode != "bypassPermissions" and bash_reads_only(args)
 
 
 def _outside_sandbox(tool: Tool, arguments: dict[str, Any]) -> bool:

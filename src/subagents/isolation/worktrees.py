@@ -15,16 +15,18 @@ committed) so the main tree's ``git status`` and Grep do not list the worktrees.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from subagents.definitions.spec import AgentSpec
-from subagents.isolation.git import GitError, git
+from subagents.isolation.git import GitError, GitJail, git
 from subagents.logs import get_logger
+from subagents.tools.sandbox import Sandbox, worktree_git_dir
 
 log = get_logger("subagents.isolation")
 
@@ -65,6 +67,16 @@ class Worktree:
     branch: str
     base: str
     """The commit it started from."""
+    common: Path | None = None
+    """The repository's git directory (``.git``), which removing it writes."""
+    jail: GitJail | None = field(default=None, compare=False, repr=False)
+    """Where the runtime's git looks at it (``isolation.git``): None, unconfined."""
+
+    def writing(self) -> GitJail | None:
+        """The jail of a git command that adds or removes a worktree of the repository."""
+        if self.jail is None or self.common is None:
+            return None
+        return self.jail.writing(self.common, self.repo / WORKTREES_DIR)
 
 
 @dataclass(frozen=True)
@@ -121,17 +133,18 @@ class Worktrees:
         self._lock = threading.Lock()
         self._open: dict[str, Worktree] = {}
 
-    def _repo(self) -> tuple[Path, Path, str]:
+    def _repo(self, look: GitJail | None) -> tuple[Path, Path, str]:
         """(top level, the workspace relative to it, HEAD's commit); WorktreeError if none."""
         try:
-            top = Path(os.path.realpath(git(self.workspace, "rev-parse", "--show-toplevel")))
+            found = git(self.workspace, "rev-parse", "--show-toplevel", jail=look)
+            top = Path(os.path.realpath(found))
         except GitError as exc:
             raise WorktreeError(
                 f"isolation: worktree needs the workspace in a git repository, and"
                 f" {self.workspace} is not in one ({exc.stderr or exc})"
             ) from None
         try:
-            base = git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+            base = git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", jail=look)
         except GitError:
             raise WorktreeError(
                 f"isolation: worktree needs a commit to start from, and the repository at"
@@ -139,36 +152,33 @@ class Worktrees:
             ) from None
         return top, self.workspace.relative_to(top), base
 
-    def create(self, run_id: str, agent: str) -> Worktree:
-        """The run's worktree, made now (or found again, for a run resumed after a crash)."""
+    def create(self, run_id: str, agent: str, sandbox: Sandbox | None = None) -> Worktree:
+        """The run's worktree, made now (or found again, for a run resumed after a crash).
+        ``sandbox``: the runs', which the runtime's git runs in too (``isolation.git``)."""
+        look = GitJail(sandbox) if sandbox is not None else None
         with self._lock:
             existing = self._open.get(run_id)
             if existing is not None:
                 return existing
-            top, inside, base = self._repo()
+            top, inside, base = self._repo(look)
+            common = _common_dir(top, look)
             name = f"{_slug(agent)}-{_slug(run_id)}"
             path = top / WORKTREES_DIR / name
             branch = f"{BRANCH_PREFIX}{name}"
-            self._exclude(top)
+            self._exclude(common)
+            tree = Worktree(run_id, top, path, path / inside, branch, base, common, look)
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 if (path / ".git").exists():  # resumed: the earlier start made it
-                    base = self._branch_base(top, branch, base)
-                elif self._has_branch(top, branch):
-                    git(top, "worktree", "add", str(path), branch)
-                    base = self._branch_base(top, branch, base)
+                    base = self._branch_base(top, branch, base, look)
+                elif self._has_branch(top, branch, look):
+                    git(top, "worktree", "add", str(path), branch, jail=tree.writing())
+                    base = self._branch_base(top, branch, base, look)
                 else:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    git(top, "worktree", "add", "-b", branch, str(path), base)
+                    git(top, "worktree", "add", "-b", branch, str(path), base, jail=tree.writing())
             except (GitError, OSError) as exc:
                 raise WorktreeError(f"could not make a worktree for run {run_id}: {exc}") from None
-            tree = Worktree(
-                run_id=run_id,
-                repo=top,
-                path=path,
-                workspace=path / inside,
-                branch=branch,
-                base=base,
-            )
+            tree = dataclasses.replace(tree, base=base)
             self._open[run_id] = tree
             log.info("worktree created", run_id=run_id, path=str(path), branch=branch)
             return tree
@@ -188,18 +198,20 @@ class Worktrees:
 
     def _finish(self, tree: Worktree) -> WorktreeReport:
         try:
+            look, write = tree.jail, tree.writing()
             if not tree.path.exists():
-                git(tree.repo, "worktree", "prune")
+                git(tree.repo, "worktree", "prune", jail=write)
                 return WorktreeReport(tree.path, tree.branch, tree.base, kept=False)
-            status = git(tree.path, "status", "--porcelain", "--untracked-files=all")
+            status = git(tree.path, "status", "--porcelain", "--untracked-files=all", jail=look)
             lines = [line for line in status.splitlines() if line.strip()]
-            head = git(tree.path, "rev-parse", "HEAD")
+            head = git(tree.path, "rev-parse", "HEAD", jail=look)
             commits = 0
             if head != tree.base:
-                commits = int(git(tree.path, "rev-list", "--count", f"{tree.base}..HEAD") or 0)
+                counted = git(tree.path, "rev-list", "--count", f"{tree.base}..HEAD", jail=look)
+                commits = int(counted or 0)
             if not lines and head == tree.base:
-                git(tree.repo, "worktree", "remove", "--force", str(tree.path))
-                git(tree.repo, "branch", "-D", tree.branch)
+                git(tree.repo, "worktree", "remove", "--force", str(tree.path), jail=write)
+                git(tree.repo, "branch", "-D", tree.branch, jail=write)
                 log.info("worktree removed (no changes)", run_id=tree.run_id, path=str(tree.path))
                 return WorktreeReport(tree.path, tree.branch, tree.base, kept=False)
             report = WorktreeReport(
@@ -233,28 +245,25 @@ class Worktrees:
     # ---- git details --------------------------------------------------------------------------
 
     @staticmethod
-    def _has_branch(top: Path, branch: str) -> bool:
+    def _has_branch(top: Path, branch: str, look: GitJail | None) -> bool:
         try:
-            git(top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
+            git(top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", jail=look)
         except GitError:
             return False
         return True
 
     @staticmethod
-    def _branch_base(top: Path, branch: str, head: str) -> str:
+    def _branch_base(top: Path, branch: str, head: str, look: GitJail | None) -> str:
         """Where an existing branch forked from the repository's HEAD."""
         try:
-            return git(top, "merge-base", head, branch) or head
+            return git(top, "merge-base", head, branch, jail=look) or head
         except GitError:
             return head
 
     @staticmethod
-    def _exclude(top: Path) -> None:
+    def _exclude(common: Path) -> None:
         """Keep ``.claude/worktrees/`` out of the main tree's status (info/exclude)."""
         try:
-            common = Path(git(top, "rev-parse", "--git-common-dir"))
-            if not common.is_absolute():
-                common = top / common
             exclude = common / "info" / "exclude"
             line = f"/{WORKTREES_DIR.as_posix()}/"
             text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
@@ -262,5 +271,54 @@ class Worktrees:
                 exclude.parent.mkdir(parents=True, exist_ok=True)
                 with exclude.open("a", encoding="utf-8") as handle:
                     handle.write(("" if text.endswith("\n") or not text else "\n") + line + "\n")
-        except (GitError, OSError) as exc:
+        except OSError as exc:
             log.warning("could not add the worktrees folder to info/exclude", error=str(exc))
+
+
+def _common_dir(top: Path, look: GitJail | None) -> Path:
+    """The git directory of the repository whose top is ``top``: its ``.git`` directory, or
+    for a top that is itself a worktree the common directory its ``.git`` file names, if
+    git's records agree (``worktree_git_dir``), or for a submodule's checkout the git
+    directory whose ``core.worktree`` names ``top`` back. The runtime's git may write it to
+    add a worktree, and the worktree's runs its objects and refs: a ``.git`` an editing run
+    replaced (a symlink or a file naming another repository's) is refused, not followed.
+    Without the sandbox (``look`` None or no Landlock) nothing is held and git's own answer
+    stands, as before session 26 (a run could write anywhere)."""
+    marker = top / ".git"
+    if marker.is_dir() and not marker.is_symlink():
+        return Path(os.path.realpath(marker))
+    if marker.is_file() and not marker.is_symlink():
+        found = worktree_git_dir(marker)
+        if found is not None:
+            return found[1]
+        module = _submodule_git_dir(marker)
+        if module is not None:
+            return module
+    if look is None or not look.sandbox.resolve().abi or not look.sandbox.enabled:
+        try:
+            common = Path(git(top, "rev-parse", "--git-common-dir"))
+        except GitError as exc:
+            raise WorktreeError(f"isolation: no git directory found for {top}: {exc}") from None
+        return Path(os.path.realpath(common if common.is_absolute() else top / common))
+    raise WorktreeError(
+        f"isolation: worktree needs {marker} to be the repository's git directory (or a"
+        " worktree's or submodule's .git file that git's records name back); it is neither,"
+        " so no worktree is made from it"
+    )
+
+
+def _submodule_git_dir(marker: Path) -> Path | None:
+    """The git directory a submodule checkout's ``.git`` file names (``.git/modules/NAME``)
+    when that directory's ``core.worktree`` names the checkout back: a run may write the
+    file, not the directory's config outside its workspace. ``git config --file`` runs no
+    program a repository names."""
+    try:
+        text = marker.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
+        named = git(gitdir, "config", "--file", str(gitdir / "config"), "core.worktree")
+        back = (gitdir / named).resolve()
+    except (OSError, ValueError, GitError):
+        return None
+    return gitdir if back == marker.parent.resolve() else None

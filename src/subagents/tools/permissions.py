@@ -361,6 +361,12 @@ def _denial(
     return None
 
 
+def bash_reads_only(arguments: Mapping[str, Any]) -> bool:
+    """Whether a Bash call's line is one the judge calls read-only (``read_only_commands``):
+    such a call is allowed unasked, and runs held to reading (``RunSandbox.reading``)."""
+    return _read_only_command(arguments)
+
+
 def _read_only_command(arguments: Mapping[str, Any]) -> bool:
     command = arguments.get("command")
     return (

@@ -320,6 +320,16 @@ class RunSandbox:
             head += ["--read", str(path)]
         return [*head, "--", *argv]
 
+    def reading(self) -> RunSandbox:
+        """The same held to reading, as a ``plan`` run's: writes only to its temporary
+        directory, no network. For a Bash line allowed because it only reads
+        (``permissions.bash_reads_only``): the judge proves its programs are readers, not
+        what they run (git runs programs its repository's config names), so the kernel
+        holds it to what the judge claimed (session 26). Unchanged without Landlock."""
+        if not self.landlock:
+            return self
+        return dataclasses.replace(self, writable=(), read_only=True, network=False)
+
     def unconfined(self) -> RunSandbox:
         """The same without Landlock (a call approved to run outside the sandbox); the
         environment stays scrubbed."""
@@ -408,7 +418,11 @@ still scrubbed."""
 def git_dirs_of_worktree(workspace: Path) -> tuple[Path, ...]:
     """For a workspace inside a git worktree (``.git`` is a file naming its git directory):
     that directory and the shared objects, refs and logs, which ``git commit`` there writes.
-    The repository's hooks and config stay out of reach. () for anything else."""
+    The repository's hooks and config stay out of reach. () for anything else.
+
+    The ``.git`` file lies in the workspace, which editing runs may write, so it is believed
+    only when git's own records agree (``worktree_git_dir``): a run that wrote ``gitdir:
+    /elsewhere`` there made the next run free to write ``/elsewhere`` (session 26)."""
     for top in (workspace, *workspace.parents):
         marker = top / ".git"
         if marker.is_dir():
@@ -417,16 +431,33 @@ def git_dirs_of_worktree(workspace: Path) -> tuple[Path, ...]:
             break
     else:
         return ()
-    try:
-        text = marker.read_text().strip()
-    except OSError:
+    found = worktree_git_dir(marker)
+    if found is None:
         return ()
-    if not text.startswith("gitdir:"):
-        return ()
-    gitdir = (top / text.removeprefix("gitdir:").strip()).resolve()
-    try:
-        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-    except OSError:
-        return (gitdir,) if gitdir.is_dir() else ()
+    gitdir, common = found
     shared = [common / name for name in ("objects", "refs", "logs")]
     return tuple(p for p in (gitdir, *shared) if p.is_dir())
+
+
+def worktree_git_dir(marker: Path) -> tuple[Path, Path] | None:
+    """(the worktree's git directory, the repository's common git directory) named by the
+    ``.git`` file ``marker``, or None unless it is one git made: the directory it names is
+    ``<common>/worktrees/NAME`` (``common`` read from its ``commondir``), and that
+    directory's ``gitdir`` names ``marker`` back. A run can write neither half outside what
+    it may already write, so a pointer it planted names nothing more. A ``.git`` that is a
+    symlink names nothing: git's records point back to its target, a genuine worktree of
+    another repository (review of session 26: the next run wrote that repository's refs)."""
+    if marker.is_symlink():
+        return None
+    try:
+        text = marker.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
+        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+        back = (gitdir / (gitdir / "gitdir").read_text().strip()).resolve()
+    except (OSError, ValueError):  # unreadable, missing, a NUL in a path
+        return None
+    if gitdir.parent != common / "worktrees" or back != marker.parent.resolve() / marker.name:
+        return None
+    return gitdir, common

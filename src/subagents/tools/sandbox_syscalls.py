@@ -66,6 +66,12 @@ AF_NETLINK = 16
 FS_IOC_SETFLAGS = (0x40086602, 0x40046602)  # 64- and 32-bit argument forms (chattr)
 FS_IOC_FSSETXATTR = 0x401C5820  # xfs_io chattr, project ids
 FS_IOC_SETVERSION = (0x40087602, 0x40047602)  # chattr -v: an ext2/3/4 inode's generation
+TERMINAL_INPUT = (0x5412, 0x541C)
+"""``TIOCSTI`` and ``TIOCLINUX``: put characters in a terminal's input (``TIOCLINUX``'s
+paste), which the user's shell reads and runs once the runtime exits, outside every
+sandbox. A process with the runtime's terminal as its own could (``legacy_tiocsti`` on, as
+on most kernels): the runtime's commands start in sessions without one, and the filter
+denies both in every run too (session 26: the runtime's own git once shared its terminal)."""
 
 # seccomp_data: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64, little-endian)
 _NR, _ARCH = 0, 4
@@ -253,12 +259,14 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
     if read_only or not network:
         for name in RING_CALLS:
             code += _deny(calls[name], deny)
+    ioctls: tuple[int, ...] = TERMINAL_INPUT
+    if read_only:
+        ioctls += (*FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, *FS_IOC_SETVERSION)
+    code += _on_argument(calls["ioctl"], 1, ioctls, deny, RET_ALLOW)
     if read_only:
         for name in (*METADATA_CALLS, *IPC_CALLS):
             if name in calls:
                 code += _deny(calls[name], deny)
-        flags = (*FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, *FS_IOC_SETVERSION)
-        code += _on_argument(calls["ioctl"], 1, flags, deny, RET_ALLOW)
         code += _on_argument(calls["keyctl"], 0, KEYCTL_READS, RET_ALLOW, deny)
     if not network:
         code += _on_argument(calls["socket"], 0, (AF_NETLINK,), RET_ALLOW, RET_ERRNO | EACCES)
