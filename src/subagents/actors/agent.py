@@ -247,6 +247,12 @@ class AgentActor(FastInboxActor, Started):
             work(*args)
             if self._held or self._wakes is not None or self._parks_at_wait:  # (else: no frame)
                 self._settle()
+        except pykka.ActorDeadError as exc:  # the supervisor gone: a stopped run's (a close)
+            if not self.cancel.is_set():  # late reports are the stop's, no crash; else fails
+                handling_raised(self, self.record.agent, exc)
+            else:
+                self.log.info("a stopped run's reports dropped: its supervisor has stopped")
+                self._end(None)
         except BaseException as exc:  # (a BaseException too: ``handling_raised``)
             handling_raised(self, self.record.agent, exc)
         finally:
