@@ -220,14 +220,14 @@ def run(
     if pid == 0:
         _exec(program, argv, reaper, sandboxed)
     _lead_group(pid)  # in both: a stop forwarded at once reaches it
-    _quiet_stdio()  # the command's output pipe ends when the command's writers are gone
+    quiet_stdio()  # the command's output pipe ends when the command's writers are gone
     code = _supervise(pid, status_fd, linger)
     if namespaces().kill_all() if init else kill_all(listing):
         _report(status_fd, "reaped")
     os.close(status_fd)
     if init:  # an init cannot end by a signal: its waiter ends as the shell did
         namespaces().tell(code)
-    return _end_as(code)
+    return end_as(code)
 
 
 def _exec(program: str, argv: list[str], reaper: int, sandboxed: bool) -> None:
@@ -285,7 +285,9 @@ def _lead_group(pid: int) -> None:
         pass  # the child did it and ran its command already (EACCES), or ended
 
 
-def _quiet_stdio() -> None:
+def quiet_stdio() -> None:
+    """This launcher's standard streams to /dev/null (the reaper's, and ``reaper_ns``'s waiter's):
+    the command's output pipe ends when the command's own writers are gone."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -380,7 +382,7 @@ def _report(status_fd: int, line: str) -> None:
         pass  # the runtime is gone: nothing to tell
 
 
-def _end_as(code: int) -> int:
+def end_as(code: int) -> int:
     """End as the shell did: its exit code, or killed by its signal (no core file)."""
     if code >= 0:
         return code
