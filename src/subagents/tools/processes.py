@@ -53,6 +53,7 @@ from typing import BinaryIO
 from subagents.models.base import CancelSignal
 from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
+from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
 from subagents.tools.sandbox import RunSandbox
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
@@ -68,6 +69,11 @@ POLL_S = 0.05
 HELD_WAIT_S = 10.0
 """How long a kill waits for the reaper to end after SIGTERM (its grace, then killing all it
 holds: well under a second) before killing it and falling back to the mark; a hang guard."""
+DETACH_WAIT_S = 60.0
+"""How long a detached launcher's first process gets to fork its reaper and end (at once
+when well: a Python start, ~20 ms) before it is killed and the start refused
+(``LauncherStuck``); a hang guard against a launcher stopped (``kill -STOP`` by a process of
+the same user, a frozen cgroup) or stuck, wide for a loaded machine."""
 HOLDS = sys.platform.startswith("linux")
 """Whether commands run under the reaper (``reaper``: Linux only; elsewhere the group alone)."""
 REAPER = (
@@ -78,6 +84,11 @@ REAPER = (
 script run by path is compiled at every start)."""
 OUTPUT_CAP = 64 * 1024 * 1024
 """Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
+
+
+class LauncherStuck(ToolError):
+    """A command's launcher did not detach its reaper within ``DETACH_WAIT_S`` (stopped or
+    stuck): it was killed, the command with it; the message names the command."""
 
 
 def shell() -> str:
@@ -382,7 +393,7 @@ def _holding(process: Process, detach: bool, *spare: int) -> Process:
     process.since = _started(str(process.popen.pid))
     if detach:
         try:
-            process.detached, process.said = _detached(process.popen, process.status_fd)
+            process.detached, process.said = _detached(process)
         except BaseException:
             _close(*spare, process.status_fd)
             process.output.unlink(missing_ok=True)
@@ -392,14 +403,29 @@ def _holding(process: Process, detach: bool, *spare: int) -> Process:
     return process
 
 
-def _detached(popen: subprocess.Popen[bytes], status: int) -> tuple[DetachedReaper | None, bytes]:
-    """The detached reaper of ``popen`` (the launcher's first process, which ends as soon as
-    it has forked it) and what it said after its pid; None when the launcher ended without
-    detaching (it failed first: its own exit code says how). A reaper that never said its
-    pid was killed first: it is known as ended (having said nothing)."""
-    if popen.wait() != 0:
+def _detached(process: Process) -> tuple[DetachedReaper | None, bytes]:
+    """The detached reaper of ``process`` (its launcher's first process, which ends as soon
+    as it has forked it) and what it said after its pid; None when the launcher ended
+    without detaching (it failed first: its own exit code says how). A reaper that never
+    said its pid was killed first: it is known as ended (having said nothing). A first
+    process that does not end within ``DETACH_WAIT_S`` is killed, and ``LauncherStuck``
+    raised (the caller closes the status pipe: a reaper forked already loses its lifeline
+    and stops the command)."""
+    popen = process.popen
+    until = time.monotonic() + DETACH_WAIT_S
+    try:
+        code = popen.wait(DETACH_WAIT_S)
+        found = held(process.status_fd, until - time.monotonic()) if code == 0 else None
+    except (subprocess.TimeoutExpired, TimeoutError):
+        popen.kill()  # our child (if not ended: its pid is still its own until waited for)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(HELD_WAIT_S)
+        raise LauncherStuck(
+            f"the launcher of {process.command!r} did not start it within {DETACH_WAIT_S:g} s"
+            " (stopped, or stuck): it was killed, and what it started with it"
+        ) from None
+    if code != 0:
         return None, b""
-    found = held(status)
     return found if found is not None else (DetachedReaper(popen.pid, -1), b"")
 
 
