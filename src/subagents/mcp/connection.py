@@ -30,7 +30,8 @@ from typing import IO, TYPE_CHECKING, Any
 from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
-from subagents.tools.held import close_fifo, held_argv, status_fifo
+from subagents.tools.held import close_fifo, status_fifo
+from subagents.tools.processes import held_argv
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
 
 if TYPE_CHECKING:

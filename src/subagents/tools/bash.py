@@ -30,8 +30,9 @@ from subagents.tools.base import (
     struct_schema,
 )
 from subagents.tools.context import ToolContext
+from subagents.tools.output_files import open_regular, read_output
 from subagents.tools.process import Process
-from subagents.tools.processes import KILL_GRACE_S, open_regular, read_output
+from subagents.tools.processes import KILL_GRACE_S
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000

@@ -14,7 +14,8 @@ are as without it. How the reaper is given its status pipe: a hook is started he
 passes the pipe's write end by number (``--status-fd``); an MCP server is started by the
 mcp SDK, which passes no descriptor to it, so the pipe is a FIFO the runtime made and opened
 for reading, named by path (``--status-path``): the reaper opens it for writing before its
-command starts and removes its name (``reaper.open_status``).
+command starts and removes its name (``reaper.open_status``). Their command lines are
+Bash's (``processes.held_argv``).
 """
 
 from __future__ import annotations
@@ -23,30 +24,11 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 from subagents.tools.process import signal_group
-from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S, REAPER
-from subagents.tools.sandbox import RunSandbox
-
-
-def held_argv(
-    argv: list[str], temp_dir: Path, sandbox: RunSandbox | None, reap: Sequence[str]
-) -> list[str]:
-    """``argv`` under ``sandbox`` (``SandboxRefused`` when it may not start; None: none),
-    held by the reaper given ``reap`` (its status: ``--status-fd N`` or ``--status-path P``;
-    empty: not held, where there is no reaper, off Linux). Unsandboxed, ``argv[0]`` must be
-    a path: the reaper runs it as it is (the sandbox's launcher looks it up in ``PATH``)."""
-    if not reap:
-        return argv if sandbox is None else sandbox.argv(argv, temp_dir)
-    if sandbox is not None and sandbox.landlock:
-        return sandbox.argv(argv, temp_dir, list(reap))
-    if sandbox is not None:
-        sandbox.argv(argv, temp_dir)  # its refusal, if any
-    return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv]
+from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
 
 
 def status_pipe() -> tuple[int, int]:

@@ -40,8 +40,8 @@ from typing import Any, Literal
 
 from subagents.blocking import about_to_block
 from subagents.models.base import CancelSignal
-from subagents.tools.held import held_argv, status_pipe, stop_held
-from subagents.tools.processes import KILL_GRACE_S, POLL_S, shell
+from subagents.tools.held import status_pipe, stop_held
+from subagents.tools.processes import KILL_GRACE_S, POLL_S, held_argv, shell
 from subagents.tools.sandbox import UNSANDBOXED, RunSandbox, SandboxRefused
 
 EVENTS = ("PreToolUse", "PostToolUse", "Stop")

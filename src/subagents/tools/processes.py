@@ -28,8 +28,8 @@ closes (``kill_all``). Output goes through a pipe to a file, copied by a thread 
 (``_relay``): a command that prints a lot never blocks on a full pipe while the agent waits,
 and the file keeps ``OUTPUT_CAP`` bytes at most: past it the pipe is closed, so the command's
 next write gets SIGPIPE (as under ``| head``) and a ``yes`` cannot fill the disk. Only the
-head of a command's output is ever shown to the model (``read_output``), so nothing is lost
-to it.
+head of a command's output is ever shown to the model (``output_files.read_output``), so
+nothing is lost to it.
 """
 
 from __future__ import annotations
@@ -39,16 +39,14 @@ import os
 import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
 from subagents.tools import reaper
@@ -194,7 +192,9 @@ class ProcessGroups:
         status, told = os.pipe() if HOLDS else (-1, -1)
         detach = told >= 0 and detaches()
         try:
-            argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background, detach)
+            flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
+            reap = ["--status-fd", str(told), *flags] if told >= 0 else []
+            argv = held_argv([shell(), "-c", command], run_dir, sandbox, reap)
         except BaseException:
             _close(status, told)
             raise
@@ -365,23 +365,19 @@ class ProcessGroups:
             return sum(1 for p in self._live.values() if p.poll() is None)
 
 
-def _launched(
-    argv: list[str],
-    run_dir: Path,
-    sandbox: RunSandbox | None,
-    told: int,
-    background: bool,
-    detach: bool = False,
+def held_argv(
+    argv: list[str], temp_dir: Path, sandbox: RunSandbox | None, reap: Sequence[str]
 ) -> list[str]:
-    """``argv`` as started: under the sandbox's launcher, held by the reaper (which tells
-    the end on ``told``; -1: no reaper here; with ``detach`` not the runtime's child:
-    ``tools.detached``), or under the reaper alone."""
-    flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
-    reap = ["--status-fd", str(told), *flags] if told >= 0 else []
+    """``argv`` as started: under ``sandbox``'s launcher (``SandboxRefused`` when it may not
+    start; None: no sandbox), held by the reaper given ``reap`` (its flags: ``--status-fd N``
+    or ``--status-path P``, ``--linger``, ``--detach``; empty: not held, where there is no
+    reaper, off Linux). Bash commands, hooks and stdio MCP servers (``tools/held.py``) alike.
+    Unsandboxed, ``argv[0]`` must be a path: the reaper runs it as it is (the sandbox's
+    launcher looks it up in ``PATH``)."""
     if sandbox is not None and sandbox.landlock:  # (a PID namespace: in the sandbox only)
-        return sandbox.argv(argv, run_dir, reap)
+        return sandbox.argv(argv, temp_dir, list(reap))
     if sandbox is not None:
-        sandbox.argv(argv, run_dir)  # its refusal, if any
+        sandbox.argv(argv, temp_dir)  # its refusal, if any
     return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv
 
 
@@ -565,33 +561,3 @@ def _environ(pid: str) -> bytes:
         os.close(fd)
     parts.append(b"\0")
     return b"".join(parts)
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """``path`` opened for reading if it is a regular file: not through a symlink, never
-    blocking on a fifo (``OSError`` otherwise). The run's directory is written by its own
-    commands, which could put a link to ``/dev/zero`` or a fifo where the runtime reads."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path} is not a regular file")
-    return open(fd, "rb")
-
-
-def read_output(path: Path, *, offset: int = 0, limit_chars: int) -> tuple[str, int, int]:
-    """Output from byte ``offset``: (text cut to ``limit_chars``, bytes left out, the byte
-    offset reached: the end of what is written now). At most ~4 bytes per character are
-    read, so a command that printed gigabytes costs no more than one that printed the cap.
-    Invalid UTF-8 is replaced, never an error."""
-    budget = limit_chars * 4
-    try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(offset)
-            data = f.read(min(max(0, size - offset), budget))
-    except OSError:
-        return "", 0, offset
-    text = data.decode("utf-8", errors="replace")
-    shown = text[:limit_chars]
-    omitted = size - offset - len(shown.encode("utf-8", errors="replace"))
-    return shown, max(0, omitted), max(offset, size)
