@@ -53,6 +53,7 @@ from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
+from subagents.tools.run_starts import RunStarts
 from subagents.tools.sandbox import RunSandbox
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
 
@@ -117,6 +118,9 @@ class ProcessGroups:
         self.scratch_root = scratch_root
         """Where the output files' directory is made (None: the system's temporary one)."""
         self._lock = threading.Lock()
+        self._listed = threading.Condition(self._lock)
+        """Notified when a starting command is listed (or failed): a run's end waits on it."""
+        self._starts = RunStarts()
         self._live: dict[str, Process] = {}
         self._seq = 0
         self._dir: Path | None = None
@@ -159,23 +163,33 @@ class ProcessGroups:
         ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
         leaves may outlive its shell until it is killed); its output to a file.
         ``SandboxRefused`` when it may not start; ``ShellLimitReached`` when a background
-        shell would pass its run's or the runtime's limit (``ShellLimits``). The status
+        shell would pass its run's or the runtime's limit (``ShellLimits``); ``RunEnding``
+        while the run's end (``kill_run``) is under way. The status
         pipe's read end is the reaper's lifeline (closed by the runtime's death, it stops the
         reaper): close-on-exec from birth (``os.pipe``: pipe2, atomic against other threads'
         forks), never passed on."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
+            self._starts.begin(run_id)  # RunEnding: its end is under way (``kill_run``)
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
-            if background:
-                self.shells.admit(proc_id, run_id)
+            try:
+                if background:
+                    self.shells.admit(proc_id, run_id)
+            except BaseException:
+                self._starts.done(run_id)
+                raise
         try:
             return self._start(proc_id, command, cwd, run_id, env, sandbox, background)
         except BaseException:
             with self._lock:
                 self.shells.failed(proc_id)
             raise
+        finally:
+            with self._lock:
+                self._starts.done(run_id)  # listed in ``_live`` by now, or failed
+                self._listed.notify_all()
 
     def _start(
         self,
@@ -330,7 +344,19 @@ class ProcessGroups:
             return [p for p in self._live.values() if p.run_id == run_id]
 
     def kill_run(self, run_id: str, reason: str = "run ended") -> int:
-        """Kill every process ``run_id`` still has; how many were running."""
+        """Kill every process ``run_id`` still has; how many were running. No command of the
+        run starts meanwhile (``RunStarts``), and those starting are waited for, then killed."""
+        with self._lock:
+            self._starts.end(run_id)
+            while self._starts.starting(run_id):  # each bounded: a Popen, DETACH_WAIT_S
+                self._listed.wait()
+        try:
+            return self._kill_run(run_id, reason)
+        finally:
+            with self._lock:
+                self._starts.ended(run_id)
+
+    def _kill_run(self, run_id: str, reason: str) -> int:
         running = 0
         for process in self.of_run(run_id):
             if process.poll() is None:
