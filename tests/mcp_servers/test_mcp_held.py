@@ -6,6 +6,9 @@ from /proc (``marked``: by a mark, not a pid)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ import polling
 from marked import kill_marked, marked, new_mark
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpHub, parse_servers
+from subagents.tools import detached
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
 
@@ -26,8 +30,22 @@ WAIT = 120.0
 landlock = pytest.mark.skipif(kernel_abi() < 4, reason="the kernel offers no Landlock ABI 4+")
 
 
+@pytest.mark.parametrize("detaching", [False, True], ids=["child", "detached"])
 @pytest.mark.parametrize("sandboxed", [False, pytest.param(True, marks=landlock)])
-def test_a_servers_hidden_daemon_ends_with_its_session(tmp_path: Path, sandboxed: bool) -> None:
+def test_a_servers_hidden_daemon_ends_with_its_session(
+    tmp_path: Path, sandboxed: bool, detaching: bool
+) -> None:
+    """``detached``: as in a cluster's node host, the server's reaper not the runtime's child
+    (``tools/detached.py``): its session's end still ends it all."""
+    was = detached._ALLOWED[0]
+    detached._ALLOWED[0] = detaching
+    try:
+        _session_ends(tmp_path, sandboxed, detaching)
+    finally:
+        detached._ALLOWED[0] = was
+
+
+def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
     mark, ready = new_mark(), tmp_path / "ready"
     args = [str(SERVER_APP), "--daemon", mark, str(ready)]
     sandbox = (
@@ -43,7 +61,11 @@ def test_a_servers_hidden_daemon_ends_with_its_session(tmp_path: Path, sandboxed
         assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"  # stdio through
         assert ready.read_text().strip() == "ready"  # the daemon started first
         hub.close()
-        assert marked(mark) == []  # the server and its daemon: killed and reaped
+        if not detaching:
+            assert marked(mark) == []  # the server and its daemon: killed and reaped
+        else:  # the reaper, which said all it held is dead (``held.hung_up``), ends after
+            assert marked(mark, exactly=True) == []  # the daemon: killed and reaped
+            polling.wait_until(lambda: marked(mark) == [], "the detached reaper ended", WAIT)
     finally:
         hub.close()
         kill_marked(mark)
@@ -87,6 +109,57 @@ def test_a_deaf_servers_daemon_ends_when_the_runtime_is_killed(tmp_path: Path) -
         polling.wait_until(
             lambda: bool(marked(mark, exactly=True)), "the deaf server's daemon", WAIT
         )
+        host.kill()
+        host.wait(WAIT)
+        polling.wait_until(lambda: marked(mark) == [], "every marked process ended", WAIT)
+    finally:
+        host.kill()
+        host.wait(WAIT)
+        kill_marked(mark)
+
+
+NODE_HOST = """
+import sys
+from subagents.definitions.spec import AgentSpec
+from subagents.mcp import McpHub, parse_servers
+from subagents.tools.detached import allow
+allow()  # as a cluster's node host does (Ray kills its children)
+config = {"command": sys.executable, "args": sys.argv[1:]}
+hub = McpHub(parse_servers({"deaf": config}), start_timeout=600.0)
+hub.tools_for(AgentSpec(name="worker", description="d"))  # waits for a server that never answers
+"""
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children now (every thread's)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+@pytest.mark.timeout(400)  # (a hang guard: its waits' guards, each WAIT, say what failed)
+def test_a_servers_daemon_ends_when_a_node_host_is_lost(tmp_path: Path) -> None:
+    """Ray, ending a lost driver's node host, SIGKILLs the host's children, then the host.
+    The server's launcher was one of them: the server went with it (``PR_SET_PDEATHSIG``),
+    and its hidden daemon lived on under init. Now it is detached there (not the host's
+    child, as Bash's): the host's death, its lifeline, ends the server and its daemon."""
+    mark, ready = new_mark(), tmp_path / "ready"
+    server = tmp_path / "deaf.py"
+    server.write_text(DEAF_SERVER, encoding="utf-8")
+    host = subprocess.Popen(
+        [sys.executable, "-c", NODE_HOST, str(server), mark, str(ready)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        polling.wait_until(
+            lambda: bool(marked(mark, exactly=True)), "the deaf server's daemon", WAIT
+        )
+        for child in _children(host.pid):  # as Ray ends a lost driver's node host
+            if child > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
         host.kill()
         host.wait(WAIT)
         polling.wait_until(lambda: marked(mark) == [], "every marked process ended", WAIT)

@@ -21,10 +21,13 @@ Bash's (``processes.held_argv``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import select
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from subagents.tools.process import signal_group
@@ -51,6 +54,32 @@ def status_fifo() -> tuple[int, Path | None]:
     except BaseException:
         close_fifo(-1, path)
         raise
+
+
+SESSION_END_S = 2.0
+"""How long a detached MCP server's reaper gets to end by itself at its session's end (the
+server ends at its stdin's end; the SDK gives its own process as long) before the status
+FIFO is closed, its lifeline (``hung_up``)."""
+
+
+def hung_up(read_end: int, timeout_s: float) -> bool:
+    """Whether every writer of the status pipe or FIFO ``read_end`` (non-blocking) is gone
+    within ``timeout_s``: the reaper ended, having killed all it held. What it says meanwhile
+    is read and dropped (nobody else reads it: a detached server's, ``mcp/connection.py``)."""
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN)  # (POLLHUP is reported all the same)
+    until = time.monotonic() + timeout_s
+    while True:
+        left = until - time.monotonic()
+        for _, events in poller.poll(max(0, math.ceil(left * 1000))):
+            if events & select.POLLIN:
+                with contextlib.suppress(BlockingIOError):
+                    if os.read(read_end, 4096):
+                        continue  # what it said: read on
+            if events & (select.POLLHUP | select.POLLERR):
+                return True
+        if left <= 0:
+            return False
 
 
 def close_fifo(read_end: int, path: Path | None) -> None:
