@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from subagents.tools.detached import DetachedReaper
 from subagents.tools.process import signal_group
 from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
 
@@ -94,11 +95,21 @@ def close_fifo(read_end: int, path: Path | None) -> None:
             path.parent.rmdir()
 
 
-def stop_held(popen: subprocess.Popen[bytes]) -> None:
+def stop_held(popen: subprocess.Popen[bytes], reaper: DetachedReaper | None = None) -> None:
     """End a held command and all it started: SIGTERM to its reaper (which gives the command
     a short grace, then kills everything it holds; SIGCONT, as the command may have stopped
     it), SIGKILL if it did not end within ``HELD_WAIT_S`` (a hang guard: its daemons may
-    then outlive it)."""
+    then outlive it). The reaper is ``popen``'s group's leader, or ``reaper`` when it is
+    detached (``tools/detached.py``: reached by its pidfd, never by a number)."""
+    if reaper is not None:
+        if reaper.ended():
+            return
+        reaper.send(signal.SIGTERM)
+        reaper.send(signal.SIGCONT)
+        if not reaper.wait(HELD_WAIT_S):
+            reaper.send(signal.SIGKILL)
+            reaper.wait(KILL_GRACE_S)
+        return
     if popen.poll() is not None:
         return
     signal_group(popen.pid, signal.SIGTERM)
@@ -109,3 +120,26 @@ def stop_held(popen: subprocess.Popen[bytes]) -> None:
         signal_group(popen.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(KILL_GRACE_S)
+
+
+def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:
+    """The command's exit code as its detached reaper says it (``exit N``, after ``said``,
+    read on): it is not this process's child, so nothing can ``wait`` for it. None when it
+    ends without saying (killed) or has not said within ``timeout_s``."""
+    poller = select.poll()
+    poller.register(status_fd, select.POLLIN)
+    until = time.monotonic() + timeout_s
+    while True:
+        for line in said.split(b"\n")[:-1]:
+            if line.startswith(b"exit ") and line[5:].lstrip(b"-").isdigit():
+                return int(line[5:])
+        left = until - time.monotonic()
+        if left <= 0 or not poller.poll(math.ceil(left * 1000)):
+            return None
+        try:
+            piece = os.read(status_fd, 256)
+        except BlockingIOError:
+            continue
+        if not piece:
+            return None
+        said += piece

@@ -426,24 +426,30 @@ def _holding(process: Process, detach: bool, *spare: int) -> Process:
 
 
 def _detached(process: Process) -> tuple[DetachedReaper | None, bytes]:
-    """The detached reaper of ``process`` (its launcher's first process, which ends as soon
-    as it has forked it) and what it said after its pid; None when the launcher ended
-    without detaching (it failed first: its own exit code says how). A reaper that never
-    said its pid was killed first: it is known as ended (having said nothing). A first
-    process that does not end within ``DETACH_WAIT_S`` is killed, and ``LauncherStuck``
-    raised (the caller closes the status pipe: a reaper forked already loses its lifeline
-    and stops the command)."""
-    popen = process.popen
+    return detached_reaper(process.popen, process.status_fd, process.command)
+
+
+def detached_reaper(
+    popen: subprocess.Popen[bytes], status_fd: int, command: str
+) -> tuple[DetachedReaper | None, bytes]:
+    """The detached reaper of ``popen`` (its launcher's first process, which ends as soon
+    as it has forked it) and what it said after its pid on ``status_fd``; None when the
+    launcher ended without detaching (it failed first: its own exit code says how). A reaper
+    that never said its pid was killed first: it is known as ended (having said nothing).
+    A first process that does not end, or a reaper that does not say its pid, within
+    ``DETACH_WAIT_S`` is killed, and ``LauncherStuck`` raised, naming ``command`` (the
+    caller closes the status pipe: a reaper forked already loses its lifeline and stops
+    the command). Bash's commands and hooks' alike."""
     until = time.monotonic() + DETACH_WAIT_S
     try:
         code = popen.wait(DETACH_WAIT_S)
-        found = held(process.status_fd, until - time.monotonic()) if code == 0 else None
+        found = held(status_fd, until - time.monotonic()) if code == 0 else None
     except (subprocess.TimeoutExpired, TimeoutError):
         popen.kill()  # our child (if not ended: its pid is still its own until waited for)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(HELD_WAIT_S)
         raise LauncherStuck(
-            f"the launcher of {process.command!r} did not start it within {DETACH_WAIT_S:g} s"
+            f"the launcher of {command!r} did not start it within {DETACH_WAIT_S:g} s"
             " (stopped, or stuck): it was killed, and what it started with it"
         ) from None
     if code != 0:
