@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from marked import kill_marked, marked, new_mark
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpHub, parse_servers
 from subagents.tools import detached
+from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
 
@@ -167,3 +170,77 @@ def test_a_servers_daemon_ends_when_a_node_host_is_lost(tmp_path: Path) -> None:
         host.kill()
         host.wait(WAIT)
         kill_marked(mark)
+
+
+ATTACK = (
+    "import os, sys\n"
+    "try:\n"
+    "    os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)\n"
+    "    print('opened')\n"
+    "except OSError as exc:\n"
+    "    print('refused', exc.strerror)\n"
+)
+"""A reader of the status pipe by its path: one held open keeps the reaper's lifeline from
+firing when the runtime dies (its server and daemons would outlive it)."""
+
+
+def _stopped_child() -> int:
+    """The one stopped child of this process (its pid, > 0), or 0."""
+    for pid in _children(os.getpid()):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            if pid > 0 and stat[stat.rindex(b")") + 2 :].startswith(b"T"):
+                return pid
+    return 0
+
+
+@landlock
+def test_a_sandboxed_command_cannot_open_a_servers_status_pipe_by_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's launcher is held (stopped) before it opens its status pipe by the path
+    it was given: in that moment a sandboxed command (of another run, the same user) tries
+    to open that path for reading. The FIFO of session 25 had a name then, which it opened
+    (its name was removed only once the launcher had opened it); the runtime's ``/proc``
+    link it may not open (Landlock refuses it ``ptrace`` access to the runtime)."""
+    once = tmp_path / "stopped-once"
+    launcher = tmp_path / "python"
+    stop_once = f"if mkdir {once} 2>/dev/null; then kill -STOP $$; fi"
+    launcher.write_text(f'#!/bin/sh\n{stop_once}\nexec {sys.executable} "$@"\n')
+    launcher.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(launcher))
+    servers = parse_servers({"srv": {"command": str(launcher), "args": [str(SERVER_APP)]}})
+    hub = McpHub(servers, cwd=tmp_path, start_timeout=START_WAIT_S)
+    spec = AgentSpec(name="worker", description="d")
+    started: dict[str, object] = {}
+    starter = threading.Thread(
+        target=lambda: started.setdefault("run", hub.tools_for(spec)), daemon=True
+    )
+    groups = ProcessGroups(scratch_root=tmp_path)
+    stopped = 0
+    try:
+        starter.start()
+        polling.wait_until(lambda: _stopped_child() > 0, "the server's launcher stopped", WAIT)
+        stopped = _stopped_child()
+        argv = Path(f"/proc/{stopped}/cmdline").read_bytes().split(b"\0")
+        path = argv[argv.index(b"--status-path") + 1].decode()
+        sandbox = Sandbox.coerce(Sandbox()).for_run(
+            workspace=tmp_path, read_only=False, network=True
+        )
+        attacker = groups.start(
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(ATTACK)} {shlex.quote(path)}",
+            cwd=tmp_path, run_id="another", sandbox=sandbox,
+        )  # fmt: skip
+        attacker.wait(WAIT)
+        attacker.drained.wait(WAIT)
+        said = attacker.output.read_text()
+        assert "refused" in said and "opened" not in said, (path, said)
+        os.kill(stopped, signal.SIGCONT)
+        starter.join(WAIT)
+        assert not starter.is_alive() and "run" in started  # the server started all the same
+    finally:
+        if stopped > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGCONT)
+        groups.kill_all()
+        hub.close()

@@ -12,10 +12,15 @@ The reaper passes its command's stdin, stdout and stderr through untouched (it g
 to ``/dev/null`` once the command has them), so a hook's JSON and an MCP server's stream
 are as without it. How the reaper is given its status pipe: a hook is started here, which
 passes the pipe's write end by number (``--status-fd``); an MCP server is started by the
-mcp SDK, which passes no descriptor to it, so the pipe is a FIFO the runtime made and opened
-for reading, named by path (``--status-path``): the reaper opens it for writing before its
-command starts and removes its name (``reaper.open_status``). Their command lines are
-Bash's (``processes.held_argv``).
+mcp SDK, which passes no descriptor to it, so it is named by path (``--status-path``): the
+runtime's own write end's ``/proc/PID/fd/N`` (``named_status``), which the reaper opens for
+writing (a new write end of the same pipe) before its command starts. No file names it, so
+nothing can open it by a name, in no window (session 25's FIFO had one: a same-user process,
+a sandboxed command of another run included, could open it for reading in the instant
+before the reaper removed its name, and hold the lifeline open); a ``/proc/PID/fd`` link is
+opened only by what may ``ptrace``-read the runtime, which Landlock refuses every sandboxed
+command. Where that link is not this user's (a runtime made non-dumpable), a FIFO as before
+(``status_fifo``). Their command lines are Bash's (``processes.held_argv``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.tools.detached import DetachedReaper
@@ -55,6 +61,48 @@ def status_fifo() -> tuple[int, Path | None]:
     except BaseException:
         close_fifo(-1, path)
         raise
+
+
+@dataclass(frozen=True)
+class NamedStatus:
+    """A status pipe named by a path, for a reaper its starter passes no descriptor to."""
+
+    read_end: int
+    """The runtime's (non-blocking): the reaper's lifeline."""
+    path: str
+    """What the reaper opens for writing (``--status-path``)."""
+    write_end: int = -1
+    """The runtime's own write end, whose ``/proc`` link ``path`` is (-1: a FIFO)."""
+    fifo: Path | None = None
+    """The FIFO's name, where one was made instead (removed at the end)."""
+
+    def close(self) -> None:
+        """Close the runtime's ends (the read end last: the lifeline of a reaper still
+        running) and remove what is left of a FIFO."""
+        if self.write_end >= 0:
+            os.close(self.write_end)
+        close_fifo(self.read_end, self.fifo)
+
+
+def named_status() -> NamedStatus | None:
+    """A status pipe for a reaper its starter cannot pass a descriptor to (the mcp SDK's
+    spawn), named by no file: its write end's ``/proc`` link (see the module); a FIFO where
+    that link is not this user's; None where commands are not held."""
+    if not HOLDS:
+        return None
+    read_end, write_end = os.pipe()  # (close-on-exec both: the link needs no inheriting)
+    os.set_blocking(read_end, False)
+    fds = f"/proc/{os.getpid()}/fd"
+    try:
+        ours = os.stat(fds).st_uid == os.geteuid()  # a non-dumpable process's are root's
+    except OSError:
+        ours = False
+    if ours:
+        return NamedStatus(read_end, f"{fds}/{write_end}", write_end)
+    os.close(read_end)
+    os.close(write_end)
+    fifo_end, fifo = status_fifo()
+    return NamedStatus(fifo_end, str(fifo), fifo=fifo) if fifo is not None else None
 
 
 SESSION_END_S = 2.0

@@ -140,12 +140,14 @@ def _prctl(option: int, arg: int) -> int:
 
 
 def open_status(path: str) -> int:
-    """The status pipe named by ``path``: a FIFO whose read end the runtime made and holds
-    (for a starter that passes no descriptor: the mcp SDK, starting an MCP server), opened
-    for writing without waiting (no reader, the runtime gone: ``ENXIO``, nothing starts),
-    and its name removed, so that no other process opens it. Before the sandbox restricts
-    this process (``tools/held.py``)."""
+    """The status pipe named by ``path`` (for a starter that passes no descriptor: the mcp
+    SDK, starting an MCP server): the runtime's own write end's ``/proc/PID/fd/N``, or a
+    FIFO whose read end the runtime made and holds, then its name removed; opened for
+    writing without waiting (no reader, the runtime gone: ``ENXIO``, nothing starts).
+    Before the sandbox restricts this process (``tools/held.py``)."""
     fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if path.startswith("/proc/"):  # the runtime's own write end's link: no name to remove
+        return fd
     try:  # noqa: SIM105 (contextlib: one more import at every start)
         os.unlink(path)
     except OSError:
