@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from subagents.tools import detached
+from subagents.tools.builtin import builtin_tools
 from subagents.tools.process import Process
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.run_starts import RunEnding
 
-from .conftest import WAIT, wait_until
+from .conftest import WAIT, make_context, wait_until
 from .test_bash_detached import _stopped_children
 
 
@@ -136,4 +137,42 @@ def test_a_shell_still_starting_when_its_run_ends_is_killed_with_it(
             if pid > 0:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+        groups.kill_all()
+
+
+def test_a_shell_a_stopped_runs_tool_call_starts_after_the_end_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The run's stop (its ``cancel``) comes before its end (``kill_run``), which lists and
+    kills; a tool call still going (a slow PreToolUse hook, an approval) reaches its start
+    only after the end has returned: refused, not a shell that keeps its process and slot
+    until the runtime closes. Another run, and the same run's next attempt (its own
+    cancel), start as before."""
+    groups = ProcessGroups(scratch_root=tmp_path)
+    stopped = threading.Event()
+    try:
+        stopped.set()  # the run is stopped ...
+        groups.kill_run("r1")  # ... and its end has run: nothing of it was listed
+        with pytest.raises(RunEnding, match="run r1 was stopped"):
+            groups.start("sleep 300", cwd=tmp_path, run_id="r1", background=True, cancel=stopped)
+        assert groups.of_run("r1") == [] and groups.live_count() == 0
+        again = groups.start("exit 3", cwd=tmp_path, run_id="r1", cancel=threading.Event())
+        assert again.wait(WAIT) == 3
+    finally:
+        groups.kill_all()
+
+
+def test_a_background_bash_call_of_a_stopped_run_is_refused_after_its_end(tmp_path: Path) -> None:
+    """The Bash tool passes its run's stop to the start (``ctx.cancel``): the model's call,
+    reaching its start after the run's end, gets an error, and no shell is left."""
+    groups = ProcessGroups(scratch_root=tmp_path)
+    stopped = threading.Event()
+    ctx = make_context(tmp_path, groups, cancel=stopped)
+    try:
+        stopped.set()
+        groups.kill_run(ctx.run_id)
+        with pytest.raises(RunEnding, match="was stopped"):
+            builtin_tools()["Bash"].run({"command": "sleep 300", "run_in_background": True}, ctx)
+        assert groups.live_count() == 0
+    finally:
         groups.kill_all()

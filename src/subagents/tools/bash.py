@@ -162,6 +162,7 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
             prefix="bash",
             sandbox=sandbox,
             background=True,
+            cancel=ctx.cancel,
         )
         return ToolResult(f"Command running in background with ID: {process.id}")
     cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.run_id))
@@ -171,6 +172,7 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
         run_id=ctx.run_id,
         env=_environment(ctx),
         sandbox=sandbox,
+        cancel=ctx.cancel,
     )
     waited = ctx.processes.wait(
         process, timeout=timeout_ms / 1000, cancel=ctx.cancel, deadline=ctx.deadline

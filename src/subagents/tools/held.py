@@ -14,12 +14,14 @@ are as without it. How the reaper is given its status pipe: a hook is started he
 passes the pipe's write end by number (``--status-fd``); an MCP server is started by the
 mcp SDK, which passes no descriptor to it, so it is named by path (``--status-path``): the
 runtime's own write end's ``/proc/PID/fd/N`` (``named_status``), which the reaper opens for
-writing (a new write end of the same pipe) before its command starts. No file names it, so
-nothing can open it by a name, in no window (session 25's FIFO had one: a same-user process,
-a sandboxed command of another run included, could open it for reading in the instant
-before the reaper removed its name, and hold the lifeline open); a ``/proc/PID/fd`` link is
-opened only by what may ``ptrace``-read the runtime, which Landlock refuses every sandboxed
-command. Where that link is not this user's (a runtime made non-dumpable), a FIFO as before
+writing (a new write end of the same pipe) before its command starts. No file names it
+(session 25's FIFO had a name: a sandboxed command of another run could open it for reading
+in the instant before the reaper removed it, and hold the lifeline open); a ``/proc/PID/fd``
+link is opened only by what may ``ptrace``-read the runtime, which Landlock refuses every
+sandboxed command. Not an unsandboxed process of the same user: it may open a read end
+through that link (or the read end's own, as it always could) at any time, and ``ptrace``
+the runtime anyway; the lifeline is closed to sandboxed commands only. Where that link is
+not this user's (a runtime made non-dumpable), a FIFO as before
 (``status_fifo``). Their command lines are Bash's (``processes.held_argv``).
 """
 

@@ -53,7 +53,7 @@ from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
-from subagents.tools.run_starts import RunStarts
+from subagents.tools.run_starts import RunEnding, RunStarts
 from subagents.tools.sandbox import RunSandbox
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
 
@@ -158,19 +158,24 @@ class ProcessGroups:
         prefix: str = "bash",
         sandbox: RunSandbox | None = None,
         background: bool = False,
+        cancel: CancelSignal | None = None,
     ) -> Process:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
         ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
         leaves may outlive its shell until it is killed); its output to a file.
         ``SandboxRefused`` when it may not start; ``ShellLimitReached`` when a background
         shell would pass its run's or the runtime's limit (``ShellLimits``); ``RunEnding``
-        while the run's end (``kill_run``) is under way. The status
+        while the run's end (``kill_run``) is under way, or once ``cancel`` (the run's stop,
+        set before its end begins) is set: a tool call still going when its run was stopped
+        must not start a shell after the end has listed and killed the run's. The status
         pipe's read end is the reaper's lifeline (closed by the runtime's death, it stops the
         reaper): close-on-exec from birth (``os.pipe``: pipe2, atomic against other threads'
         forks), never passed on."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
+            if cancel is not None and cancel.is_set():  # under the lock: after ``kill_run``
+                raise RunEnding(f"run {run_id} was stopped: no command may start")
             self._starts.begin(run_id)  # RunEnding: its end is under way (``kill_run``)
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"

@@ -6,8 +6,10 @@ a background shell the run started meanwhile (a tool call still going when the r
 stopped) was not listed, and kept its process and its slot until the runtime closed. Now a
 start of a run whose end is under way is refused (``RunEnding``), and the end waits for the
 starts already under way (each bounded: a ``Popen``, the launcher's detaching) before it
-lists, so it kills them too. Only while the end is under way: a run restarted afterwards
-(its next attempt, the same id) starts commands again. Not thread-safe by itself:
+lists, so it kills them too; a start that comes after the end is refused by its run's
+stop (``ProcessGroups.start``'s ``cancel``, set before the end begins). The end's own
+refusal lasts only while it is under way: a run restarted afterwards (its next attempt, the
+same id, a cancel of its own) starts commands again. Not thread-safe by itself:
 ``ProcessGroups`` calls it under its lock and waits on its condition.
 """
 
