@@ -455,7 +455,7 @@ def detached_reaper(
             popen.wait(HELD_WAIT_S)
         raise LauncherStuck(
             f"the launcher of {command!r} did not start it within {DETACH_WAIT_S:g} s"
-            " (stopped, or stuck): it was killed, and what it started with it"
+            " (stopped, or stuck): killed, or its reaper cut off (it stops all when it runs)"
         ) from None
     if code != 0:
         return None, b""
