@@ -222,6 +222,7 @@ def test_a_sandboxed_command_cannot_open_a_servers_status_pipe_by_its_path(
         starter.start()
         polling.wait_until(lambda: _stopped_child() > 0, "the server's launcher stopped", WAIT)
         stopped = _stopped_child()
+        assert stopped > 0, "the launcher was continued by something else"  # (before a kill)
         argv = Path(f"/proc/{stopped}/cmdline").read_bytes().split(b"\0")
         path = argv[argv.index(b"--status-path") + 1].decode()
         sandbox = Sandbox.coerce(Sandbox()).for_run(
