@@ -6,8 +6,13 @@ from /proc (``marked``: by a mark, not a pid)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,8 @@ import polling
 from marked import kill_marked, marked, new_mark
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpHub, parse_servers
+from subagents.tools import detached
+from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
 
@@ -26,8 +33,22 @@ WAIT = 120.0
 landlock = pytest.mark.skipif(kernel_abi() < 4, reason="the kernel offers no Landlock ABI 4+")
 
 
+@pytest.mark.parametrize("detaching", [False, True], ids=["child", "detached"])
 @pytest.mark.parametrize("sandboxed", [False, pytest.param(True, marks=landlock)])
-def test_a_servers_hidden_daemon_ends_with_its_session(tmp_path: Path, sandboxed: bool) -> None:
+def test_a_servers_hidden_daemon_ends_with_its_session(
+    tmp_path: Path, sandboxed: bool, detaching: bool
+) -> None:
+    """``detached``: as in a cluster's node host, the server's reaper not the runtime's child
+    (``tools/detached.py``): its session's end still ends it all."""
+    was = detached._ALLOWED[0]
+    detached._ALLOWED[0] = detaching
+    try:
+        _session_ends(tmp_path, sandboxed, detaching)
+    finally:
+        detached._ALLOWED[0] = was
+
+
+def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
     mark, ready = new_mark(), tmp_path / "ready"
     args = [str(SERVER_APP), "--daemon", mark, str(ready)]
     sandbox = (
@@ -43,7 +64,11 @@ def test_a_servers_hidden_daemon_ends_with_its_session(tmp_path: Path, sandboxed
         assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"  # stdio through
         assert ready.read_text().strip() == "ready"  # the daemon started first
         hub.close()
-        assert marked(mark) == []  # the server and its daemon: killed and reaped
+        if not detaching:
+            assert marked(mark) == []  # the server and its daemon: killed and reaped
+        else:  # the reaper, which said all it held is dead (``held.hung_up``), ends after
+            assert marked(mark, exactly=True) == []  # the daemon: killed and reaped
+            polling.wait_until(lambda: marked(mark) == [], "the detached reaper ended", WAIT)
     finally:
         hub.close()
         kill_marked(mark)
@@ -94,3 +119,129 @@ def test_a_deaf_servers_daemon_ends_when_the_runtime_is_killed(tmp_path: Path) -
         host.kill()
         host.wait(WAIT)
         kill_marked(mark)
+
+
+NODE_HOST = """
+import sys
+from subagents.definitions.spec import AgentSpec
+from subagents.mcp import McpHub, parse_servers
+from subagents.tools.detached import allow
+allow()  # as a cluster's node host does (Ray kills its children)
+config = {"command": sys.executable, "args": sys.argv[1:]}
+hub = McpHub(parse_servers({"deaf": config}), start_timeout=600.0)
+hub.tools_for(AgentSpec(name="worker", description="d"))  # waits for a server that never answers
+"""
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children now (every thread's)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+@pytest.mark.timeout(400)  # (a hang guard: its waits' guards, each WAIT, say what failed)
+def test_a_servers_daemon_ends_when_a_node_host_is_lost(tmp_path: Path) -> None:
+    """Ray, ending a lost driver's node host, SIGKILLs the host's children, then the host.
+    The server's launcher was one of them: the server went with it (``PR_SET_PDEATHSIG``),
+    and its hidden daemon lived on under init. Now it is detached there (not the host's
+    child, as Bash's): the host's death, its lifeline, ends the server and its daemon."""
+    mark, ready = new_mark(), tmp_path / "ready"
+    server = tmp_path / "deaf.py"
+    server.write_text(DEAF_SERVER, encoding="utf-8")
+    host = subprocess.Popen(
+        [sys.executable, "-c", NODE_HOST, str(server), mark, str(ready)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        polling.wait_until(
+            lambda: bool(marked(mark, exactly=True)), "the deaf server's daemon", WAIT
+        )
+        for child in _children(host.pid):  # as Ray ends a lost driver's node host
+            if child > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+        host.kill()
+        host.wait(WAIT)
+        polling.wait_until(lambda: marked(mark) == [], "every marked process ended", WAIT)
+    finally:
+        host.kill()
+        host.wait(WAIT)
+        kill_marked(mark)
+
+
+ATTACK = (
+    "import os, sys\n"
+    "try:\n"
+    "    os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)\n"
+    "    print('opened')\n"
+    "except OSError as exc:\n"
+    "    print('refused', exc.strerror)\n"
+)
+"""A reader of the status pipe by its path: one held open keeps the reaper's lifeline from
+firing when the runtime dies (its server and daemons would outlive it)."""
+
+
+def _stopped_child() -> int:
+    """The one stopped child of this process (its pid, > 0), or 0."""
+    for pid in _children(os.getpid()):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            if pid > 0 and stat[stat.rindex(b")") + 2 :].startswith(b"T"):
+                return pid
+    return 0
+
+
+@landlock
+def test_a_sandboxed_command_cannot_open_a_servers_status_pipe_by_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's launcher is held (stopped) before it opens its status pipe by the path
+    it was given: in that moment a sandboxed command (of another run, the same user) tries
+    to open that path for reading. The FIFO of session 25 had a name then, which it opened
+    (its name was removed only once the launcher had opened it); the runtime's ``/proc``
+    link it may not open (Landlock refuses it ``ptrace`` access to the runtime)."""
+    once = tmp_path / "stopped-once"
+    launcher = tmp_path / "python"
+    stop_once = f"if mkdir {once} 2>/dev/null; then kill -STOP $$; fi"
+    launcher.write_text(f'#!/bin/sh\n{stop_once}\nexec {sys.executable} "$@"\n')
+    launcher.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(launcher))
+    servers = parse_servers({"srv": {"command": str(launcher), "args": [str(SERVER_APP)]}})
+    hub = McpHub(servers, cwd=tmp_path, start_timeout=START_WAIT_S)
+    spec = AgentSpec(name="worker", description="d")
+    started: dict[str, object] = {}
+    starter = threading.Thread(
+        target=lambda: started.setdefault("run", hub.tools_for(spec)), daemon=True
+    )
+    groups = ProcessGroups(scratch_root=tmp_path)
+    stopped = 0
+    try:
+        starter.start()
+        polling.wait_until(lambda: _stopped_child() > 0, "the server's launcher stopped", WAIT)
+        stopped = _stopped_child()
+        assert stopped > 0, "the launcher was continued by something else"  # (before a kill)
+        argv = Path(f"/proc/{stopped}/cmdline").read_bytes().split(b"\0")
+        path = argv[argv.index(b"--status-path") + 1].decode()
+        sandbox = Sandbox.coerce(Sandbox()).for_run(
+            workspace=tmp_path, read_only=False, network=True
+        )
+        attacker = groups.start(
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(ATTACK)} {shlex.quote(path)}",
+            cwd=tmp_path, run_id="another", sandbox=sandbox,
+        )  # fmt: skip
+        attacker.wait(WAIT)
+        attacker.drained.wait(WAIT)
+        said = attacker.output.read_text()
+        assert "refused" in said and "opened" not in said, (path, said)
+        os.kill(stopped, signal.SIGCONT)
+        starter.join(WAIT)
+        assert not starter.is_alive() and "run" in started  # the server started all the same
+    finally:
+        if stopped > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGCONT)
+        groups.kill_all()
+        hub.close()

@@ -57,6 +57,10 @@ runtime's plumbing) are not the public API."""
 INTERNAL_ERRORS = {
     "ShellLimitReached": "a ToolError: Bash's run_in_background past its limit, answered to"
     " the model as a tool error (tools/shell_limits.py)",
+    "RunEnding": "a ToolError: a command started while its run's end kills its processes,"
+    " answered to the model as a tool error (tools/run_starts.py)",
+    "LauncherStuck": "a ToolError: a command's launcher stopped before it detached (a node"
+    " host's), answered to the model, or a hook's failure, as a tool error (tools/processes.py)",
     "ActorGone": "the supervisor stopped: SupervisorRequests raises RuntimeClosed instead",
     "AskRevoked": "a start's ask withdrawn before the supervisor took it: RootRuns raises a"
     " TimeoutError naming what was not started (actors/ask_claims.py)",

@@ -13,14 +13,16 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from subagents.tools import detached
+from subagents.tools import processes as processes_module
 from subagents.tools.detached import held
-from subagents.tools.processes import ProcessGroups
+from subagents.tools.processes import LauncherStuck, ProcessGroups
 
 from .conftest import WAIT, wait_until
 from .test_bash_escapes import alive, pid_in
@@ -189,5 +191,70 @@ def test_a_reaper_whose_pidfd_cannot_be_opened_is_not_taken_for_ended() -> None:
         for fd in spare:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+        os.close(status)
+        os.close(told)
+
+
+def _stopped_children() -> list[int]:
+    """This process's children that are stopped (``T`` in ``/proc/PID/stat``)."""
+    stopped = []
+    for pid in children_of(os.getpid()):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            if stat[stat.rindex(b")") + 2 :].startswith(b"T"):
+                stopped.append(pid)
+    return stopped
+
+
+def test_a_stopped_launcher_is_killed_and_its_start_refused_naming_the_command(
+    tmp_path: Path, processes: ProcessGroups, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start waits for the launcher's first process to detach its reaper and end; one
+    stopped before (``kill -STOP`` by another process of the user, a frozen cgroup: here it
+    stops itself) made the start, and the agent's turn, wait for ever. Now it is killed
+    after ``DETACH_WAIT_S`` (its shell never starts) and the start refused with an error
+    that names the command; nothing of it is left stopped."""
+    launcher = tmp_path / "python"
+    launcher.write_text(f'#!/bin/sh\nkill -STOP $$\nexec {sys.executable} "$@"\n')
+    launcher.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(launcher))
+    monkeypatch.setattr(processes_module, "DETACH_WAIT_S", 1.0)
+    before = set(_stopped_children())
+    outcome: dict[str, str] = {}
+
+    def start() -> None:
+        try:
+            processes.start("echo never ran", cwd=tmp_path, run_id="r1")
+            outcome["error"] = "started"
+        except LauncherStuck as exc:
+            outcome["error"] = str(exc)
+
+    starter = threading.Thread(target=start, daemon=True)
+    starter.start()
+    starter.join(WAIT)
+    try:
+        assert not starter.is_alive(), "the start still waits for a stopped launcher"
+        assert "'echo never ran'" in outcome["error"], outcome
+        assert "did not start it" in outcome["error"], outcome
+        assert set(_stopped_children()) <= before  # the launcher killed, and reaped
+        assert processes.live_count() == 0
+    finally:
+        for pid in set(_stopped_children()) - before:  # a failed run leaves nothing either
+            if pid > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def test_a_reaper_that_never_says_its_pid_is_not_waited_for_for_ever() -> None:
+    """After the launcher's first process ended, its reaper says its pid at once; one
+    stopped first (or stuck) said nothing, and the read waited for ever: now bounded."""
+    status, told = os.pipe()
+    try:
+        with pytest.raises(TimeoutError, match=r"did not say its pid within 0\.2 s"):
+            held(status, 0.2)
+        os.write(told, f"pid {os.getpid()}\nexit 0\n".encode())  # once said: as before
+        found = held(status, 0.2)
+        assert found is not None and found[0].pid == os.getpid() and found[1] == b"exit 0\n"
+    finally:
         os.close(status)
         os.close(told)

@@ -22,12 +22,13 @@ import pytest
 
 from ns_pids import NS
 from subagents.tools import reaper_ns
+from subagents.tools.bash import run_bash
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import RunSandbox, Sandbox
 
-from .conftest import wait_until
+from .conftest import make_context, wait_until
 from .test_bash_escapes import alive, pid_in
-from .test_sandbox import landlock
+from .test_sandbox import landlock, sandboxed
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 and not Path("/proc/self/ns/user").exists(),
@@ -244,3 +245,31 @@ def test_the_bound_is_never_written_on_a_kernel_whose_pid_max_is_the_machines() 
     assert reaper_ns.bound_processes("6.18.0") is False
     assert reaper_ns.bound_processes("5.10.0") is False
     assert Path("/proc/sys/kernel/pid_max").read_text() == machine
+
+
+ENDS = {
+    "kill -TERM $$": "Exit code -15",
+    "kill -USR1 $$": "Exit code -10",
+    "kill -SEGV $$": "Exit code -11",
+    "exit 3": "Exit code 3",
+}
+"""Commands ended by a signal (or an exit code) and what the Bash tool says of each."""
+
+
+@pytest.mark.parametrize("command", sorted(ENDS))
+@landlock
+def test_a_command_ended_by_a_signal_reads_alike_with_and_without_the_namespace(
+    tmp_path: Path, processes: ProcessGroups, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namespace's init cannot end by a signal: it tells its waiter how the shell ended,
+    and the waiter ends alike (``reaper.end_as``, the reaper's own way, one copy): the same
+    exit code and message as the reaper alone, and as outside the sandbox."""
+    said: dict[str, tuple[str, bool]] = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("SUBAGENTS_PID_NAMESPACE", setting)
+        ctx = sandboxed(tmp_path, processes, read_only=False)
+        result = run_bash({"command": command}, ctx)
+        said[f"namespace={setting}"] = (result.content.strip(), result.is_error)
+    plain = run_bash({"command": command}, make_context(tmp_path, processes))
+    said["plain"] = (plain.content.strip(), plain.is_error)
+    assert set(said.values()) == {(ENDS[command], True)}, said

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,7 @@ from ns_pids import NS
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox_exec import kernel_abi
 
-from .conftest import make_context, wait_until
+from .conftest import WAIT, make_context, wait_until
 from .test_bash import bash
 from .test_bash_escapes import alive, pid_in
 from .test_bash_reaper import hidden, until_pid
@@ -65,6 +68,49 @@ def test_an_unsandboxed_command_still_signals_another_calls_process(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(server, signal.SIGKILL)
+
+
+RUNTIME_UNDER_NO_NEW_PRIVS = """
+import sys
+from pathlib import Path
+from subagents.tools.processes import ProcessGroups
+groups = ProcessGroups(scratch_root=Path(sys.argv[1]))
+try:
+    p = groups.start(sys.argv[2], cwd=Path(sys.argv[1]), run_id="r")
+    print("exit", p.wait(float(sys.argv[3])))
+    p.drained.wait(float(sys.argv[3]))
+    print(p.output.read_text())
+finally:
+    groups.kill_all()
+"""
+"""A runtime that starts one unsandboxed command (``argv[2]``) and prints how it ended."""
+
+
+@scoped
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="no setpriv (util-linux)")
+def test_an_unsandboxed_command_signals_freely_when_the_runtime_has_no_new_privs(
+    tmp_path: Path,
+) -> None:
+    """Under Docker, Kubernetes (``allowPrivilegeEscalation: false``) or systemd's
+    ``NoNewPrivileges=yes`` the runtime itself runs with ``no_new_privs``, and so does every
+    command it starts: that is no sign of the sandbox. An unsandboxed command there may still
+    signal a process outside its call (a server an earlier call started): no signal scope
+    (before, the reaper inferred the sandbox from ``no_new_privs``: ``Operation not
+    permitted``)."""
+    outsider = subprocess.Popen(["sleep", "300"])
+    assert outsider.pid > 0
+    try:
+        done = subprocess.run(
+            ["setpriv", "--no-new-privs", sys.executable, "-c", RUNTIME_UNDER_NO_NEW_PRIVS,
+             str(tmp_path), f"kill -0 {outsider.pid} && echo sent", str(WAIT)],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            capture_output=True, text=True, timeout=WAIT, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "exit 0" in done.stdout and "sent" in done.stdout, done.stdout
+    finally:
+        outsider.kill()
+        outsider.wait()
 
 
 @scoped

@@ -5,16 +5,26 @@ processes; what still runs is read from /proc (``marked``: by a mark, not a pid)
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
 
+import polling
 from marked import hidden_daemon, kill_marked, marked, new_mark, until_ready
+from subagents.tools import detached
 from subagents.tools.hooks import Hooks, run_hooks
 from subagents.tools.sandbox import RunSandbox, Sandbox
 
+from .conftest import WAIT
+from .test_bash_detached import children_of
 from .test_sandbox import landlock
 
 LOG = structlog.get_logger("test")
@@ -23,6 +33,16 @@ LOG = structlog.get_logger("test")
 def hooks_of(command: str, timeout: float = 60.0) -> Hooks:
     entry = {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": timeout}]}
     return Hooks.parse({"PreToolUse": [entry]}, "test")
+
+
+@pytest.fixture(autouse=True, params=["child", "detached"])
+def detaching(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``detached``: as in a cluster's node host, the hook's reaper not the runtime's child
+    (``tools/detached.py``), reached by its pidfd, its shell's exit code as it says it."""
+    was = detached._ALLOWED[0]
+    detached._ALLOWED[0] = request.param == "detached"
+    yield
+    detached._ALLOWED[0] = was
 
 
 @pytest.fixture(params=["unsandboxed", pytest.param("sandboxed", marks=landlock)])
@@ -101,3 +121,51 @@ def test_a_hook_slow_to_read_gets_all_of_a_large_body(
     assert outcome.blocked, outcome
     read = int(outcome.reason.split()[1])
     assert read > len(content)  # all of it: the JSON around the content too
+
+
+NODE_HOST = """
+import sys, threading
+from pathlib import Path
+import structlog
+from subagents.tools.detached import allow
+from subagents.tools.hooks import Hooks, run_hooks
+from subagents.tools.sandbox import Sandbox
+allow()  # as a cluster's node host does (Ray kills its children)
+where, command = Path(sys.argv[1]), sys.argv[2]
+sandbox = None
+if sys.argv[3] == "sandboxed":
+    sandbox = Sandbox.coerce(Sandbox()).for_run(workspace=where, read_only=False, network=True)
+entry = {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 600}]}
+run_hooks(
+    Hooks.parse({"PreToolUse": [entry]}, "t"), "PreToolUse", {}, tool="Bash", cwd=where,
+    cancel=threading.Event(), log=structlog.get_logger("t"), sandbox=sandbox, temp_dir=where,
+)
+"""
+
+
+@pytest.mark.timeout(400)  # (a hang guard: its waits' guards, each WAIT, say what failed)
+@pytest.mark.parametrize("kind", ["unsandboxed", pytest.param("sandboxed", marks=landlock)])
+def test_a_hooks_daemon_ends_when_a_node_host_is_lost(repo: Path, kind: str) -> None:
+    """Ray, ending a lost driver's node host, SIGKILLs the host's children, then the host.
+    A hook's launcher was one of them: its shell went with it (``PR_SET_PDEATHSIG``), and
+    its hidden daemon lived on under init. Now it is detached there (not the host's child,
+    as Bash's): the host's death, its lifeline, ends the hook and its daemon."""
+    mark, ready = new_mark(), repo / "ready"
+    command = f"{hidden_daemon(mark, ready)} {until_ready(ready)} sleep 300"
+    host = subprocess.Popen(
+        [sys.executable, "-c", NODE_HOST, str(repo), command, kind],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        polling.wait_until(lambda: bool(marked(mark, exactly=True)), "the hook's daemon", WAIT)
+        for child in children_of(host.pid):  # as Ray ends a lost driver's node host
+            if child > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+        host.kill()
+        host.wait(WAIT)
+        polling.wait_until(lambda: marked(mark) == [], "every marked process ended", WAIT)
+    finally:
+        host.kill()
+        host.wait(WAIT)
+        kill_marked(mark)

@@ -18,6 +18,7 @@ written over the live view of the terminal.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import math
 import os
 import shutil
@@ -30,7 +31,9 @@ from typing import IO, TYPE_CHECKING, Any
 from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
-from subagents.tools.held import close_fifo, held_argv, status_fifo
+from subagents.tools.detached import detaches
+from subagents.tools.held import SESSION_END_S, NamedStatus, hung_up, named_status
+from subagents.tools.processes import held_argv
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
 
 if TYPE_CHECKING:
@@ -199,15 +202,24 @@ class ServerConnection:
         """The server's command line and environment: in the run's sandbox (a temporary
         directory of its own), held by the reaper (``tools/held.py``), so that what the
         server starts ends with it, at its session's end or the runtime's death. The
-        reaper's status is a FIFO (the SDK passes no descriptor), closed after the transport
-        (registered on ``stack`` first: it is left last)."""
+        reaper's status pipe is named by a path (the SDK passes no descriptor:
+        ``held.named_status``), closed after the transport (registered on ``stack`` first:
+        it is left last). In a cluster's node host the
+        reaper is detached (``tools/detached.py``): the SDK's process is its launcher's first
+        process, ended at once, so the server's end at its session's is waited for here
+        (``_end_held``)."""
         env = dict(config.env) or None
         found = shutil.which(config.command, path=(env or {}).get("PATH"))
         if found is None and (self.sandbox is not None or os.sep not in config.command):
             raise FileNotFoundError(2, "not found", config.command)  # said plainly
-        status, fifo = status_fifo()
-        stack.callback(close_fifo, status, fifo)
-        reap = ["--status-path", str(fifo)] if fifo is not None else []
+        status = named_status()
+        # in a node host not the runtime's child (``tools/detached.py``): a kill of the host's
+        # children (Ray's) must not take the reaper and leave the server's daemons
+        detach = ["--detach"] if detaches() else []
+        reap: list[str] = []
+        if status is not None:
+            stack.push_async_callback(_end_held, status, bool(detach))
+            reap = ["--status-path", status.path, *detach]
         if self.sandbox is None:  # a path with a '/' as given: from the server's directory
             program = config.command if os.sep in config.command else str(found)
             return held_argv([program, *config.args], Path(), None, reap), env
@@ -398,3 +410,23 @@ def _is_connection_closed(exc: BaseException) -> bool:
 
         return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
     return False
+
+
+async def _end_held(status: NamedStatus, detached: bool) -> None:
+    """After the transport: a detached server's reaper (not the SDK's process: its first
+    one, which ended at once) gets ``SESSION_END_S`` to end by itself (the server ends at
+    its stdin's end, the reaper kills what it left), waited for off the loop (the runtime's
+    own write end closed first: the wait is for every writer's end); then the status pipe
+    is closed, the lifeline of a reaper still running (SIGTERM to its server, a grace, then
+    all killed), whatever happened to the wait."""
+    try:
+        if detached and status.write_end >= 0:
+            os.close(status.write_end)
+            status = dataclasses.replace(status, write_end=-1)
+        if detached:
+            import anyio
+
+            with anyio.CancelScope(shield=True):  # bounded: SESSION_END_S
+                await anyio.to_thread.run_sync(hung_up, status.read_end, SESSION_END_S)
+    finally:
+        status.close()

@@ -6,11 +6,12 @@ import sys
 
 import msgspec
 
+from subagents.tools.shell_limits import PER_RUN as SHELLS_PER_RUN
+from subagents.tools.shell_limits import PER_RUNTIME as SHELLS_PER_RUNTIME
+
 MAX_TIMEOUT_S = 3600.0
 CHILDREN_CAP = 50
 """The most live children a definition's ``maxChildren`` gets when no cap is set."""
-SHELLS_PER_RUN = 16
-"""The background shells one run may hold when no limit is set (``tools/shell_limits.py``)."""
 
 
 class LimitError(ValueError):
@@ -63,7 +64,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_background_shells_per_run: int | None = None
     """None: ``SHELLS_PER_RUN`` (16), or ``max_background_shells`` when that is lower (so
     that lowering the runtime's alone is not refused); set, at most ``max_background_shells``."""
-    max_background_shells: int = 64
+    max_background_shells: int = SHELLS_PER_RUNTIME
 
     def __post_init__(self) -> None:
         for field in (

@@ -30,8 +30,9 @@ from subagents.tools.base import (
     struct_schema,
 )
 from subagents.tools.context import ToolContext
+from subagents.tools.output_files import open_regular, read_output
 from subagents.tools.process import Process
-from subagents.tools.processes import KILL_GRACE_S, open_regular, read_output
+from subagents.tools.processes import KILL_GRACE_S
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -161,6 +162,7 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
             prefix="bash",
             sandbox=sandbox,
             background=True,
+            cancel=ctx.cancel,
         )
         return ToolResult(f"Command running in background with ID: {process.id}")
     cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.run_id))
@@ -170,6 +172,7 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
         run_id=ctx.run_id,
         env=_environment(ctx),
         sandbox=sandbox,
+        cancel=ctx.cancel,
     )
     waited = ctx.processes.wait(
         process, timeout=timeout_ms / 1000, cancel=ctx.cancel, deadline=ctx.deadline

@@ -40,6 +40,7 @@ import math
 import os
 import select
 import signal
+import time
 
 PID_LINE = b"pid "
 """The first thing a detached reaper says: its pid."""
@@ -102,13 +103,18 @@ class DetachedReaper:
             self._fd = -1
 
 
-def held(status_fd: int) -> tuple[DetachedReaper, bytes] | None:
+def held(status_fd: int, timeout_s: float | None = None) -> tuple[DetachedReaper, bytes] | None:
     """The detached reaper, which says its pid first on ``status_fd`` (read until it does,
     or the pipe ends: it was killed first), and what it said after that line; None when it
     never said its pid. Its first process has ended (detached) when this is called: the
-    reaper has been forked, and a live one says its pid before anything else."""
+    reaper has been forked, and a live one says its pid before anything else, at once;
+    ``TimeoutError`` when it has not within ``timeout_s`` (None: no bound), a reaper
+    stopped (``kill -STOP`` by another process of the user) or stuck."""
     said = b""
+    until = None if timeout_s is None else time.monotonic() + timeout_s
     while b"\n" not in said:
+        if until is not None and not _ready(status_fd, until - time.monotonic()):
+            raise TimeoutError(f"the reaper did not say its pid within {timeout_s:g} s")
         piece = os.read(status_fd, 256)
         if not piece:
             return None

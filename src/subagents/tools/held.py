@@ -12,41 +12,35 @@ The reaper passes its command's stdin, stdout and stderr through untouched (it g
 to ``/dev/null`` once the command has them), so a hook's JSON and an MCP server's stream
 are as without it. How the reaper is given its status pipe: a hook is started here, which
 passes the pipe's write end by number (``--status-fd``); an MCP server is started by the
-mcp SDK, which passes no descriptor to it, so the pipe is a FIFO the runtime made and opened
-for reading, named by path (``--status-path``): the reaper opens it for writing before its
-command starts and removes its name (``reaper.open_status``).
+mcp SDK, which passes no descriptor to it, so it is named by path (``--status-path``): the
+runtime's own write end's ``/proc/PID/fd/N`` (``named_status``), which the reaper opens for
+writing (a new write end of the same pipe) before its command starts. No file names it
+(session 25's FIFO had a name: a sandboxed command of another run could open it for reading
+in the instant before the reaper removed it, and hold the lifeline open); a ``/proc/PID/fd``
+link is opened only by what may ``ptrace``-read the runtime, which Landlock refuses every
+sandboxed command. Not an unsandboxed process of the same user: it may open a read end
+through that link (or the read end's own, as it always could) at any time, and ``ptrace``
+the runtime anyway; the lifeline is closed to sandboxed commands only. Where that link is
+not this user's (a runtime made non-dumpable), a FIFO as before
+(``status_fifo``). Their command lines are Bash's (``processes.held_argv``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import select
 import signal
 import subprocess
-import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from subagents.tools.detached import DetachedReaper
 from subagents.tools.process import signal_group
-from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S, REAPER
-from subagents.tools.sandbox import RunSandbox
-
-
-def held_argv(
-    argv: list[str], temp_dir: Path, sandbox: RunSandbox | None, reap: Sequence[str]
-) -> list[str]:
-    """``argv`` under ``sandbox`` (``SandboxRefused`` when it may not start; None: none),
-    held by the reaper given ``reap`` (its status: ``--status-fd N`` or ``--status-path P``;
-    empty: not held, where there is no reaper, off Linux). Unsandboxed, ``argv[0]`` must be
-    a path: the reaper runs it as it is (the sandbox's launcher looks it up in ``PATH``)."""
-    if not reap:
-        return argv if sandbox is None else sandbox.argv(argv, temp_dir)
-    if sandbox is not None and sandbox.landlock:
-        return sandbox.argv(argv, temp_dir, list(reap))
-    if sandbox is not None:
-        sandbox.argv(argv, temp_dir)  # its refusal, if any
-    return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv]
+from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
 
 
 def status_pipe() -> tuple[int, int]:
@@ -71,6 +65,74 @@ def status_fifo() -> tuple[int, Path | None]:
         raise
 
 
+@dataclass(frozen=True)
+class NamedStatus:
+    """A status pipe named by a path, for a reaper its starter passes no descriptor to."""
+
+    read_end: int
+    """The runtime's (non-blocking): the reaper's lifeline."""
+    path: str
+    """What the reaper opens for writing (``--status-path``)."""
+    write_end: int = -1
+    """The runtime's own write end, whose ``/proc`` link ``path`` is (-1: a FIFO)."""
+    fifo: Path | None = None
+    """The FIFO's name, where one was made instead (removed at the end)."""
+
+    def close(self) -> None:
+        """Close the runtime's ends (the read end last: the lifeline of a reaper still
+        running) and remove what is left of a FIFO."""
+        if self.write_end >= 0:
+            os.close(self.write_end)
+        close_fifo(self.read_end, self.fifo)
+
+
+def named_status() -> NamedStatus | None:
+    """A status pipe for a reaper its starter cannot pass a descriptor to (the mcp SDK's
+    spawn), named by no file: its write end's ``/proc`` link (see the module); a FIFO where
+    that link is not this user's; None where commands are not held."""
+    if not HOLDS:
+        return None
+    read_end, write_end = os.pipe()  # (close-on-exec both: the link needs no inheriting)
+    os.set_blocking(read_end, False)
+    fds = f"/proc/{os.getpid()}/fd"
+    try:
+        ours = os.stat(fds).st_uid == os.geteuid()  # a non-dumpable process's are root's
+    except OSError:
+        ours = False
+    if ours:
+        return NamedStatus(read_end, f"{fds}/{write_end}", write_end)
+    os.close(read_end)
+    os.close(write_end)
+    fifo_end, fifo = status_fifo()
+    return NamedStatus(fifo_end, str(fifo), fifo=fifo) if fifo is not None else None
+
+
+SESSION_END_S = 2.0
+"""How long a detached MCP server's reaper gets to end by itself at its session's end (the
+server ends at its stdin's end; the SDK gives its own process as long) before the status
+FIFO is closed, its lifeline (``hung_up``)."""
+
+
+def hung_up(read_end: int, timeout_s: float) -> bool:
+    """Whether every writer of the status pipe or FIFO ``read_end`` (non-blocking) is gone
+    within ``timeout_s``: the reaper ended, having killed all it held. What it says meanwhile
+    is read and dropped (nobody else reads it: a detached server's, ``mcp/connection.py``)."""
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN)  # (POLLHUP is reported all the same)
+    until = time.monotonic() + timeout_s
+    while True:
+        left = until - time.monotonic()
+        for _, events in poller.poll(max(0, math.ceil(left * 1000))):
+            if events & select.POLLIN:
+                with contextlib.suppress(BlockingIOError):
+                    if os.read(read_end, 4096):
+                        continue  # what it said: read on
+            if events & (select.POLLHUP | select.POLLERR):
+                return True
+        if left <= 0:
+            return False
+
+
 def close_fifo(read_end: int, path: Path | None) -> None:
     """Close a status FIFO's read end (the reaper's lifeline: a reaper still running stops
     its command) and remove what is left of it."""
@@ -83,11 +145,21 @@ def close_fifo(read_end: int, path: Path | None) -> None:
             path.parent.rmdir()
 
 
-def stop_held(popen: subprocess.Popen[bytes]) -> None:
+def stop_held(popen: subprocess.Popen[bytes], reaper: DetachedReaper | None = None) -> None:
     """End a held command and all it started: SIGTERM to its reaper (which gives the command
     a short grace, then kills everything it holds; SIGCONT, as the command may have stopped
     it), SIGKILL if it did not end within ``HELD_WAIT_S`` (a hang guard: its daemons may
-    then outlive it)."""
+    then outlive it). The reaper is ``popen``'s group's leader, or ``reaper`` when it is
+    detached (``tools/detached.py``: reached by its pidfd, never by a number)."""
+    if reaper is not None:
+        if reaper.ended():
+            return
+        reaper.send(signal.SIGTERM)
+        reaper.send(signal.SIGCONT)
+        if not reaper.wait(HELD_WAIT_S):
+            reaper.send(signal.SIGKILL)
+            reaper.wait(KILL_GRACE_S)
+        return
     if popen.poll() is not None:
         return
     signal_group(popen.pid, signal.SIGTERM)
@@ -98,3 +170,26 @@ def stop_held(popen: subprocess.Popen[bytes]) -> None:
         signal_group(popen.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(KILL_GRACE_S)
+
+
+def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:
+    """The command's exit code as its detached reaper says it (``exit N``, after ``said``,
+    read on): it is not this process's child, so nothing can ``wait`` for it. None when it
+    ends without saying (killed) or has not said within ``timeout_s``."""
+    poller = select.poll()
+    poller.register(status_fd, select.POLLIN)
+    until = time.monotonic() + timeout_s
+    while True:
+        for line in said.split(b"\n")[:-1]:
+            if line.startswith(b"exit ") and line[5:].lstrip(b"-").isdigit():
+                return int(line[5:])
+        left = until - time.monotonic()
+        if left <= 0 or not poller.poll(math.ceil(left * 1000)):
+            return None
+        try:
+            piece = os.read(status_fd, 256)
+        except BlockingIOError:
+            continue
+        if not piece:
+            return None
+        said += piece

@@ -40,8 +40,16 @@ from typing import Any, Literal
 
 from subagents.blocking import about_to_block
 from subagents.models.base import CancelSignal
-from subagents.tools.held import held_argv, status_pipe, stop_held
-from subagents.tools.processes import KILL_GRACE_S, POLL_S, shell
+from subagents.tools.detached import DetachedReaper, detaches
+from subagents.tools.held import said_exit, status_pipe, stop_held
+from subagents.tools.processes import (
+    KILL_GRACE_S,
+    POLL_S,
+    LauncherStuck,
+    detached_reaper,
+    held_argv,
+    shell,
+)
 from subagents.tools.sandbox import UNSANDBOXED, RunSandbox, SandboxRefused
 
 EVENTS = ("PreToolUse", "PostToolUse", "Stop")
@@ -215,8 +223,9 @@ def _run(
     timeout or the run's stop, everything it started is killed, daemons included."""
     about_to_block()
     status, told = status_pipe()
+    detach = told >= 0 and detaches()  # a node host's: not its child (``tools/detached.py``)
     try:
-        argv = held_argv([shell(), "-c", hook.command], temp_dir, sandbox, _reap(told))
+        argv = held_argv([shell(), "-c", hook.command], temp_dir, sandbox, _reap(told, detach))
     except SandboxRefused as exc:
         _close(status, told)
         return -1, "", f"not run: {exc}"
@@ -239,16 +248,41 @@ def _run(
         raise
     finally:
         _close(told, stdin)
+    reaper: DetachedReaper | None = None
+    until = time.monotonic() + hook.timeout
     try:
+        said = b""
+        if detach:
+            try:
+                reaper, said = detached_reaper(proc, status, hook.command)
+            except LauncherStuck as exc:
+                _close(feed)
+                return -1, "", f"not run: {exc}"
         _send(feed, body.encode())
-        return _outcome(proc, hook, cancel)
+        code, out, err = _outcome(proc, hook, cancel, until)
+        if reaper is None or code < 0:
+            return code, out, err
+        return _said(status, said, until, hook, out, err)  # its launcher's exit: not the shell's
     finally:
-        _end(proc, held=status >= 0)
+        _end(proc, held=status >= 0, reaper=reaper)
         _close(status)  # after the reaper's end: while it runs, the pipe is its lifeline
 
 
-def _reap(told: int) -> list[str]:
-    return ["--status-fd", str(told)] if told >= 0 else []
+def _said(
+    status: int, said: bytes, until: float, hook: HookCommand, out: str, err: str
+) -> tuple[int, str, str]:
+    """A detached reaper's hook's outcome: the shell's exit code as the reaper says it
+    (``held.said_exit``; killed: ``-SIGKILL``), or a timeout (its output ended, not it)."""
+    code = said_exit(status, said, max(0.0, until - time.monotonic()))
+    if code is not None:
+        return code, out, err
+    if time.monotonic() >= until:
+        return -1, "", f"hook timed out after {hook.timeout:g} s"
+    return -signal.SIGKILL, out, err
+
+
+def _reap(told: int, detach: bool) -> list[str]:
+    return ["--status-fd", str(told), *(["--detach"] if detach else [])] if told >= 0 else []
 
 
 def _send(feed: int, body: bytes) -> None:
@@ -289,10 +323,10 @@ def _write_all(feed: int, body: bytes) -> None:
 
 
 def _outcome(
-    proc: subprocess.Popen[bytes], hook: HookCommand, cancel: CancelSignal
+    proc: subprocess.Popen[bytes], hook: HookCommand, cancel: CancelSignal, until: float
 ) -> tuple[int, str, str]:
-    """The hook's exit code and output, or -1 and why it was cut short."""
-    until = time.monotonic() + hook.timeout
+    """The hook's exit code and output (``until``: its timeout's end), or -1 and why it was
+    cut short."""
     while True:
         try:
             out, err = proc.communicate(timeout=POLL_S)
@@ -305,11 +339,13 @@ def _outcome(
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
-def _end(proc: subprocess.Popen[bytes], *, held: bool) -> None:
-    """Kill what is left of the hook: held, its reaper stops it all (``stop_held``); else
-    its group (a daemon that left it lives on)."""
+def _end(
+    proc: subprocess.Popen[bytes], *, held: bool, reaper: DetachedReaper | None = None
+) -> None:
+    """Kill what is left of the hook: held, its reaper stops it all (``stop_held``; by its
+    pidfd when detached: ``reaper``); else its group (a daemon that left it lives on)."""
     if held:
-        stop_held(proc)
+        stop_held(proc, reaper)
     elif proc.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

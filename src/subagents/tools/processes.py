@@ -28,8 +28,8 @@ closes (``kill_all``). Output goes through a pipe to a file, copied by a thread 
 (``_relay``): a command that prints a lot never blocks on a full pipe while the agent waits,
 and the file keeps ``OUTPUT_CAP`` bytes at most: past it the pipe is closed, so the command's
 next write gets SIGPIPE (as under ``| head``) and a ``yes`` cannot fill the disk. Only the
-head of a command's output is ever shown to the model (``read_output``), so nothing is lost
-to it.
+head of a command's output is ever shown to the model (``output_files.read_output``), so
+nothing is lost to it.
 """
 
 from __future__ import annotations
@@ -39,21 +39,21 @@ import os
 import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
 from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
+from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
+from subagents.tools.run_starts import RunEnding, RunStarts
 from subagents.tools.sandbox import RunSandbox
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
 
@@ -68,6 +68,11 @@ POLL_S = 0.05
 HELD_WAIT_S = 10.0
 """How long a kill waits for the reaper to end after SIGTERM (its grace, then killing all it
 holds: well under a second) before killing it and falling back to the mark; a hang guard."""
+DETACH_WAIT_S = 60.0
+"""How long a detached launcher's first process gets to fork its reaper and end (at once
+when well: a Python start, ~20 ms) before it is killed and the start refused
+(``LauncherStuck``); a hang guard against a launcher stopped (``kill -STOP`` by a process of
+the same user, a frozen cgroup) or stuck, wide for a loaded machine."""
 HOLDS = sys.platform.startswith("linux")
 """Whether commands run under the reaper (``reaper``: Linux only; elsewhere the group alone)."""
 REAPER = (
@@ -78,6 +83,11 @@ REAPER = (
 script run by path is compiled at every start)."""
 OUTPUT_CAP = 64 * 1024 * 1024
 """Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
+
+
+class LauncherStuck(ToolError):
+    """A command's launcher did not detach its reaper within ``DETACH_WAIT_S`` (stopped or
+    stuck): it was killed, the command with it; the message names the command."""
 
 
 def shell() -> str:
@@ -108,6 +118,9 @@ class ProcessGroups:
         self.scratch_root = scratch_root
         """Where the output files' directory is made (None: the system's temporary one)."""
         self._lock = threading.Lock()
+        self._listed = threading.Condition(self._lock)
+        """Notified when a starting command is listed (or failed): a run's end waits on it."""
+        self._starts = RunStarts()
         self._live: dict[str, Process] = {}
         self._seq = 0
         self._dir: Path | None = None
@@ -145,28 +158,43 @@ class ProcessGroups:
         prefix: str = "bash",
         sandbox: RunSandbox | None = None,
         background: bool = False,
+        cancel: CancelSignal | None = None,
     ) -> Process:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
         ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
         leaves may outlive its shell until it is killed); its output to a file.
         ``SandboxRefused`` when it may not start; ``ShellLimitReached`` when a background
-        shell would pass its run's or the runtime's limit (``ShellLimits``). The status
+        shell would pass its run's or the runtime's limit (``ShellLimits``); ``RunEnding``
+        while the run's end (``kill_run``) is under way, or once ``cancel`` (the run's stop,
+        set before its end begins) is set: a tool call still going when its run was stopped
+        must not start a shell after the end has listed and killed the run's. The status
         pipe's read end is the reaper's lifeline (closed by the runtime's death, it stops the
         reaper): close-on-exec from birth (``os.pipe``: pipe2, atomic against other threads'
         forks), never passed on."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
+            if cancel is not None and cancel.is_set():  # under the lock: after ``kill_run``
+                raise RunEnding(f"run {run_id} was stopped: no command may start")
+            self._starts.begin(run_id)  # RunEnding: its end is under way (``kill_run``)
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
-            if background:
-                self.shells.admit(proc_id, run_id)
+            try:
+                if background:
+                    self.shells.admit(proc_id, run_id)
+            except BaseException:
+                self._starts.done(run_id)
+                raise
         try:
             return self._start(proc_id, command, cwd, run_id, env, sandbox, background)
         except BaseException:
             with self._lock:
                 self.shells.failed(proc_id)
             raise
+        finally:
+            with self._lock:
+                self._starts.done(run_id)  # listed in ``_live`` by now, or failed
+                self._listed.notify_all()
 
     def _start(
         self,
@@ -183,7 +211,9 @@ class ProcessGroups:
         status, told = os.pipe() if HOLDS else (-1, -1)
         detach = told >= 0 and detaches()
         try:
-            argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background, detach)
+            flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
+            reap = ["--status-fd", str(told), *flags] if told >= 0 else []
+            argv = held_argv([shell(), "-c", command], run_dir, sandbox, reap)
         except BaseException:
             _close(status, told)
             raise
@@ -319,7 +349,19 @@ class ProcessGroups:
             return [p for p in self._live.values() if p.run_id == run_id]
 
     def kill_run(self, run_id: str, reason: str = "run ended") -> int:
-        """Kill every process ``run_id`` still has; how many were running."""
+        """Kill every process ``run_id`` still has; how many were running. No command of the
+        run starts meanwhile (``RunStarts``), and those starting are waited for, then killed."""
+        with self._lock:
+            self._starts.end(run_id)
+            while self._starts.starting(run_id):  # each bounded: a Popen, DETACH_WAIT_S
+                self._listed.wait()
+        try:
+            return self._kill_run(run_id, reason)
+        finally:
+            with self._lock:
+                self._starts.ended(run_id)
+
+    def _kill_run(self, run_id: str, reason: str) -> int:
         running = 0
         for process in self.of_run(run_id):
             if process.poll() is None:
@@ -354,23 +396,19 @@ class ProcessGroups:
             return sum(1 for p in self._live.values() if p.poll() is None)
 
 
-def _launched(
-    argv: list[str],
-    run_dir: Path,
-    sandbox: RunSandbox | None,
-    told: int,
-    background: bool,
-    detach: bool = False,
+def held_argv(
+    argv: list[str], temp_dir: Path, sandbox: RunSandbox | None, reap: Sequence[str]
 ) -> list[str]:
-    """``argv`` as started: under the sandbox's launcher, held by the reaper (which tells
-    the end on ``told``; -1: no reaper here; with ``detach`` not the runtime's child:
-    ``tools.detached``), or under the reaper alone."""
-    flags = [*(["--linger"] if background else []), *(["--detach"] if detach else [])]
-    reap = ["--status-fd", str(told), *flags] if told >= 0 else []
+    """``argv`` as started: under ``sandbox``'s launcher (``SandboxRefused`` when it may not
+    start; None: no sandbox), held by the reaper given ``reap`` (its flags: ``--status-fd N``
+    or ``--status-path P``, ``--linger``, ``--detach``; empty: not held, where there is no
+    reaper, off Linux). Bash commands, hooks and stdio MCP servers (``tools/held.py``) alike.
+    Unsandboxed, ``argv[0]`` must be a path: the reaper runs it as it is (the sandbox's
+    launcher looks it up in ``PATH``)."""
     if sandbox is not None and sandbox.landlock:  # (a PID namespace: in the sandbox only)
-        return sandbox.argv(argv, run_dir, reap)
+        return sandbox.argv(argv, temp_dir, list(reap))
     if sandbox is not None:
-        sandbox.argv(argv, run_dir)  # its refusal, if any
+        sandbox.argv(argv, temp_dir)  # its refusal, if any
     return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv
 
 
@@ -382,7 +420,7 @@ def _holding(process: Process, detach: bool, *spare: int) -> Process:
     process.since = _started(str(process.popen.pid))
     if detach:
         try:
-            process.detached, process.said = _detached(process.popen, process.status_fd)
+            process.detached, process.said = _detached(process)
         except BaseException:
             _close(*spare, process.status_fd)
             process.output.unlink(missing_ok=True)
@@ -392,14 +430,35 @@ def _holding(process: Process, detach: bool, *spare: int) -> Process:
     return process
 
 
-def _detached(popen: subprocess.Popen[bytes], status: int) -> tuple[DetachedReaper | None, bytes]:
-    """The detached reaper of ``popen`` (the launcher's first process, which ends as soon as
-    it has forked it) and what it said after its pid; None when the launcher ended without
-    detaching (it failed first: its own exit code says how). A reaper that never said its
-    pid was killed first: it is known as ended (having said nothing)."""
-    if popen.wait() != 0:
+def _detached(process: Process) -> tuple[DetachedReaper | None, bytes]:
+    return detached_reaper(process.popen, process.status_fd, process.command)
+
+
+def detached_reaper(
+    popen: subprocess.Popen[bytes], status_fd: int, command: str
+) -> tuple[DetachedReaper | None, bytes]:
+    """The detached reaper of ``popen`` (its launcher's first process, which ends as soon
+    as it has forked it) and what it said after its pid on ``status_fd``; None when the
+    launcher ended without detaching (it failed first: its own exit code says how). A reaper
+    that never said its pid was killed first: it is known as ended (having said nothing).
+    A first process that does not end, or a reaper that does not say its pid, within
+    ``DETACH_WAIT_S`` is killed, and ``LauncherStuck`` raised, naming ``command`` (the
+    caller closes the status pipe: a reaper forked already loses its lifeline and stops
+    the command). Bash's commands and hooks' alike."""
+    until = time.monotonic() + DETACH_WAIT_S
+    try:
+        code = popen.wait(DETACH_WAIT_S)
+        found = held(status_fd, until - time.monotonic()) if code == 0 else None
+    except (subprocess.TimeoutExpired, TimeoutError):
+        popen.kill()  # our child (if not ended: its pid is still its own until waited for)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(HELD_WAIT_S)
+        raise LauncherStuck(
+            f"the launcher of {command!r} did not start it within {DETACH_WAIT_S:g} s"
+            " (stopped, or stuck): killed, or its reaper cut off (it stops all when it runs)"
+        ) from None
+    if code != 0:
         return None, b""
-    found = held(status)
     return found if found is not None else (DetachedReaper(popen.pid, -1), b"")
 
 
@@ -539,33 +598,3 @@ def _environ(pid: str) -> bytes:
         os.close(fd)
     parts.append(b"\0")
     return b"".join(parts)
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """``path`` opened for reading if it is a regular file: not through a symlink, never
-    blocking on a fifo (``OSError`` otherwise). The run's directory is written by its own
-    commands, which could put a link to ``/dev/zero`` or a fifo where the runtime reads."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path} is not a regular file")
-    return open(fd, "rb")
-
-
-def read_output(path: Path, *, offset: int = 0, limit_chars: int) -> tuple[str, int, int]:
-    """Output from byte ``offset``: (text cut to ``limit_chars``, bytes left out, the byte
-    offset reached: the end of what is written now). At most ~4 bytes per character are
-    read, so a command that printed gigabytes costs no more than one that printed the cap.
-    Invalid UTF-8 is replaced, never an error."""
-    budget = limit_chars * 4
-    try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(offset)
-            data = f.read(min(max(0, size - offset), budget))
-    except OSError:
-        return "", 0, offset
-    text = data.decode("utf-8", errors="replace")
-    shown = text[:limit_chars]
-    omitted = size - offset - len(shown.encode("utf-8", errors="replace"))
-    return shown, max(0, omitted), max(offset, size)

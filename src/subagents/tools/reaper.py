@@ -69,7 +69,6 @@ else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M in
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
-PR_GET_NO_NEW_PRIVS = 39
 SYS_LANDLOCK_CREATE_RULESET = 444
 SYS_LANDLOCK_RESTRICT_SELF = 446
 """Landlock's syscalls (the same numbers on every architecture)."""
@@ -141,12 +140,14 @@ def _prctl(option: int, arg: int) -> int:
 
 
 def open_status(path: str) -> int:
-    """The status pipe named by ``path``: a FIFO whose read end the runtime made and holds
-    (for a starter that passes no descriptor: the mcp SDK, starting an MCP server), opened
-    for writing without waiting (no reader, the runtime gone: ``ENXIO``, nothing starts),
-    and its name removed, so that no other process opens it. Before the sandbox restricts
-    this process (``tools/held.py``)."""
+    """The status pipe named by ``path`` (for a starter that passes no descriptor: the mcp
+    SDK, starting an MCP server): the runtime's own write end's ``/proc/PID/fd/N``, or a
+    FIFO whose read end the runtime made and holds, then its name removed; opened for
+    writing without waiting (no reader, the runtime gone: ``ENXIO``, nothing starts).
+    Before the sandbox restricts this process (``tools/held.py``)."""
     fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if path.startswith("/proc/"):  # the runtime's own write end's link: no name to remove
+        return fd
     try:  # noqa: SIM105 (contextlib: one more import at every start)
         os.unlink(path)
     except OSError:
@@ -171,16 +172,15 @@ def scope_signals() -> bool:
     other, and not this process's parent, the reaper (nor the runtime, nor anything else
     outside), which still signals them all (a parent domain reaches its nested ones). So a
     command cannot SIGKILL or SIGSTOP what holds it (nor ``ptrace`` it: any domain forbids
-    that outward). Whether it was applied: only in the sandbox (``no_new_privs`` set), not
-    on a kernel below ABI 6. Not outside the sandbox: a scope there would refuse an
-    unsandboxed command what the owner chose to allow it (``kill`` of a server an earlier
-    Bash call started, ``strace -p``, ``pkill``), and such a command can undo its reaper in
-    other ways anyway (as root, ``/proc/PID/mem``); for an unprivileged user it would need
-    ``no_new_privs`` first, which costs the command ``sudo``."""
+    that outward). Whether it was applied: not on a kernel below ABI 6. Called in
+    the sandbox only (``run``'s ``sandboxed``, said by ``sandbox_exec``, never inferred from
+    ``no_new_privs``: a runtime under Docker, Kubernetes or systemd's ``NoNewPrivileges``
+    has it set for every command, sandboxed or not). Not outside the sandbox: a scope there
+    would refuse an unsandboxed command what the owner chose to allow it (``kill`` of a
+    server an earlier Bash call started, ``strace -p``, ``pkill``), and such a command can
+    undo its reaper in other ways anyway (as root, ``/proc/PID/mem``)."""
     forced = os.environ.get(ABI_VARIABLE, "").strip()
     if forced.isdigit() and int(forced) < 6:
-        return False
-    if _prctl(PR_GET_NO_NEW_PRIVS, 0) != 1:
         return False
     # ``syscall`` returns a long: an fd, 0 or -1 fit an int (and ints are passed widened)
     call = _IntCall(("syscall", _Program()))  # type: ignore[arg-type]  # (as in _prctl)
@@ -201,10 +201,13 @@ def run(
     status_fd: int,
     linger: bool = False,
     init: bool = False,
+    sandboxed: bool = False,
 ) -> int:
     """Run ``argv`` (``program`` found already), hold and kill what it starts (see the module's
     docstring; ``listing``: what ``prepare`` opened; ``init``: this process is its PID
-    namespace's init, ``reaper_ns``, which kills all at once); ends this process as the
+    namespace's init, ``reaper_ns``, which kills all at once; ``sandboxed``: the sandbox's
+    launcher calls, restricted already: the command may not signal this process,
+    ``scope_signals``); ends this process as the
     shell ended, or returns an exit code on failure."""
     # not dumpable: the command may not open this process's files through /proc (its status
     # pipe: a forged ``reaped``); its own ``exec`` makes the command dumpable again. Here, not
@@ -217,30 +220,31 @@ def run(
     reaper = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _exec(program, argv, reaper)
+        _exec(program, argv, reaper, sandboxed)
     _lead_group(pid)  # in both: a stop forwarded at once reaches it
-    _quiet_stdio()  # the command's output pipe ends when the command's writers are gone
+    quiet_stdio()  # the command's output pipe ends when the command's writers are gone
     code = _supervise(pid, status_fd, linger)
     if namespaces().kill_all() if init else kill_all(listing):
         _report(status_fd, "reaped")
     os.close(status_fd)
     if init:  # an init cannot end by a signal: its waiter ends as the shell did
         namespaces().tell(code)
-    return _end_as(code)
+    return end_as(code)
 
 
-def _exec(program: str, argv: list[str], reaper: int) -> None:
+def _exec(program: str, argv: list[str], reaper: int, sandboxed: bool) -> None:
     """In the child: a process group of its own, the signals as a fresh process has them,
     killed with the reaper if it is killed (``PR_SET_PDEATHSIG``: the reaper has one thread;
     Ray, ending a lost driver's node host, SIGKILLs its direct children, which the reaper is:
-    its shell would go on under init), unable to signal the reaper (``scope_signals``),
-    then the command."""
+    its shell would go on under init), in the sandbox unable to signal the reaper
+    (``scope_signals``), then the command."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != reaper:  # killed before the line above: its end was missed
             os._exit(FAILED_EXIT)
         _lead_group(0)
-        scope_signals()
+        if sandboxed:
+            scope_signals()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signo, signal.SIG_DFL)
@@ -283,7 +287,9 @@ def _lead_group(pid: int) -> None:
         pass  # the child did it and ran its command already (EACCES), or ended
 
 
-def _quiet_stdio() -> None:
+def quiet_stdio() -> None:
+    """This launcher's standard streams to /dev/null (the reaper's, and ``reaper_ns``'s waiter's):
+    the command's output pipe ends when the command's own writers are gone."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -378,7 +384,7 @@ def _report(status_fd: int, line: str) -> None:
         pass  # the runtime is gone: nothing to tell
 
 
-def _end_as(code: int) -> int:
+def end_as(code: int) -> int:
     """End as the shell did: its exit code, or killed by its signal (no core file)."""
     if code >= 0:
         return code

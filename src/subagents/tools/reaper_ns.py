@@ -38,18 +38,21 @@ with EAGAIN) instead of taking the machine's pid table until the command's timeo
 6.14 the file is the machine's and is never written (no bound: a pids cgroup would, where one
 is delegated).
 
-Standard library only, no import of its own (the launchers load it by path, ``-I -S``);
-the C calls through the ``libc`` the caller gives (``ctypes.CDLL(None)``, or the reaper's
-cheaper ``_Libc``).
+Standard library only, loaded by path (the launchers run with ``-I -S``), beside ``reaper``,
+whose helpers it uses (``_reaper``: one copy of how a command's end is passed on); the C
+calls through the ``libc`` the caller gives (``ctypes.CDLL(None)``, or the reaper's cheaper
+``_Libc``).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from types import ModuleType
     from typing import Any
 else:  # the C module, the same names (see ``reaper``)
     import _signal as signal
@@ -66,8 +69,20 @@ RESERVED_PIDS = 300
 below 301): after the cursor wraps, pids ``300 .. pid_max - 1`` are the namespace's."""
 OWN_PID_MAX = (6, 14)
 """The first Linux whose ``pid_max`` is each PID namespace's (before it: the machine's)."""
-STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-WAITED = STOPS | {signal.SIGCHLD}
+
+
+def _reaper() -> ModuleType:
+    """``reaper``, from this file's folder (loaded already by the launcher that runs this
+    code: ``sandbox_exec.sibling``): its stops, and how a command's end is passed on."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.append(here)
+    return __import__("reaper")
+
+
+def _waited() -> frozenset[int]:
+    """What the init's waiter waits for: the runtime's stops and the init's end."""
+    return frozenset(_reaper().STOPS | {signal.SIGCHLD})
 
 
 def unshare(libc: Any) -> bool:
@@ -87,7 +102,7 @@ def become_init(libc: Any, status_fd: int, *, detached: bool) -> None:
     returns: detached, it says the init's pid (its pid out here) and ends; else it waits
     for the init and ends as it did (``_wait``). Signals stay blocked in the init: a stop
     that comes before the reaper waits for it is pending, not lost."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, WAITED)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _waited())
     # detached: the init says nothing before its pid is said (the pipe's end); else the
     # init tells its waiter how its shell ended (``tell``: an init cannot end by a signal)
     go, said = os.pipe()
@@ -112,7 +127,7 @@ def become_init(libc: Any, status_fd: int, *, detached: bool) -> None:
         os._exit(0)
     os.close(said)
     os.close(status_fd)  # the init's alone: its end is the runtime's news
-    _quiet_stdio()  # the command's output pipe ends with the command's writers
+    _reaper().quiet_stdio()  # the command's output pipe ends with the command's writers
     _wait(pid, go)
 
 
@@ -163,18 +178,13 @@ def tell(code: int) -> None:
         os.write(_TELL[0], str(code).encode())
 
 
-def _quiet_stdio() -> None:
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-
-
 def _wait(init: int, told: int) -> None:
     """Pass the runtime's stops on to ``init`` (a signal to this process alone misses it)
-    until it ends, then end as its shell did (as it ``told``), or as it did."""
+    until it ends, then end as its shell did (as it ``told``), or as it did: by
+    ``reaper``'s own ``end_as``, so a command ends alike with and without the namespace."""
+    waited = _waited()
     while True:
-        info = signal.sigwaitinfo(WAITED)
+        info = signal.sigwaitinfo(waited)
         if info.si_signo != signal.SIGCHLD:
             try:  # noqa: SIM105
                 os.kill(init, info.si_signo)
@@ -189,15 +199,7 @@ def _wait(init: int, told: int) -> None:
             break
     said = os.read(told, 32)
     code = int(said) if said.lstrip(b"-").isdigit() else os.waitstatus_to_exitcode(status)
-    if code < 0:
-        import resource  # only here: most commands end by themselves
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file of this process
-        if -code not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(-code, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        os.kill(os.getpid(), -code)
-    os._exit(code & 0xFF)
+    os._exit(_reaper().end_as(code))
 
 
 def kill_all() -> bool:

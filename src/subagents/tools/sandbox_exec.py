@@ -437,7 +437,7 @@ def main(argv: list[str]) -> int:
         return FAILED_EXIT
     if reaper is not None and status_fd is not None:  # the command as its child, held
         held = {"listing": listing, "status_fd": status_fd, "linger": linger, "init": pid}
-        return int(reaper.run(program, command, **held))
+        return int(reaper.run(program, command, **held, sandboxed=True))
     return _exec(program, command)
 
 

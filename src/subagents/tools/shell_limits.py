@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
 
-PER_RUN = 16  # (``supervision.limits.SHELLS_PER_RUN``)
-"""Background shells one run may hold at once (``Limits.max_background_shells_per_run``)."""
+PER_RUN = 16
+"""Background shells one run may hold at once: ``Limits.max_background_shells_per_run``'s
+default (``supervision.limits`` reads it here: one place)."""
 PER_RUNTIME = 64
-"""Background shells all of a runtime's runs may hold at once (``Limits.max_background_shells``)."""
+"""Background shells all of a runtime's runs may hold at once: ``Limits.max_background_shells``'s
+default (read here too)."""
 
 
 @dataclass(frozen=True)

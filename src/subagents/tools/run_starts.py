@@ -1,0 +1,60 @@
+"""RunStarts: the commands starting, by run, and the runs whose end is under way: a run's
+end kills what it started, and nothing may start behind it.
+
+Why: a run's end (``ProcessGroups.kill_run``) listed the run's processes and killed them;
+a background shell the run started meanwhile (a tool call still going when the run was
+stopped) was not listed, and kept its process and its slot until the runtime closed. Now a
+start of a run whose end is under way is refused (``RunEnding``), and the end waits for the
+starts already under way (each bounded: a ``Popen``, the launcher's detaching) before it
+lists, so it kills them too; a start that comes after the end is refused by its run's
+stop (``ProcessGroups.start``'s ``cancel``, set before the end begins). The end's own
+refusal lasts only while it is under way: a run restarted afterwards (its next attempt, the
+same id, a cancel of its own) starts commands again. Not thread-safe by itself:
+``ProcessGroups`` calls it under its lock and waits on its condition.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from subagents.tools.errors import ToolError
+
+
+class RunEnding(ToolError):
+    """A command refused: its run's end is under way (its processes being killed)."""
+
+
+class RunStarts:
+    """How many commands each run is starting, and which runs are ending (how many ends of
+    each are under way)."""
+
+    def __init__(self) -> None:
+        self._starting: Counter[str] = Counter()
+        self._ending: Counter[str] = Counter()
+
+    def begin(self, run_id: str) -> None:
+        """A command of ``run_id`` starts; ``RunEnding`` when the run's end is under way."""
+        if self._ending[run_id]:
+            raise RunEnding(
+                f"run {run_id} is ending (its processes are being killed): no command may start"
+            )
+        self._starting[run_id] += 1
+
+    def done(self, run_id: str) -> None:
+        """A command of ``run_id`` started (it is listed) or failed to."""
+        self._starting[run_id] -= 1
+        if self._starting[run_id] <= 0:
+            del self._starting[run_id]
+
+    def starting(self, run_id: str) -> bool:
+        """Whether a command of ``run_id`` is starting (not yet listed)."""
+        return self._starting[run_id] > 0
+
+    def end(self, run_id: str) -> None:
+        """The run's end begins: no command of it may start until ``ended``."""
+        self._ending[run_id] += 1
+
+    def ended(self, run_id: str) -> None:
+        self._ending[run_id] -= 1
+        if self._ending[run_id] <= 0:
+            del self._ending[run_id]
