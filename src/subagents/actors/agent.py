@@ -247,14 +247,8 @@ class AgentActor(FastInboxActor, Started):
             work(*args)
             if self._held or self._wakes is not None or self._parks_at_wait:  # (else: no frame)
                 self._settle()
-        except pykka.ActorDeadError as exc:  # the supervisor gone: a stopped run's (a close)
-            if not self.cancel.is_set():  # late reports are the stop's, no crash; else fails
-                handling_raised(self, self.record.agent, exc)
-            else:
-                self.log.info("a stopped run's reports dropped: its supervisor has stopped")
-                self._end(None)
         except BaseException as exc:  # (a BaseException too: ``handling_raised``)
-            handling_raised(self, self.record.agent, exc)
+            _raised(self, exc)
         finally:
             self._handling = 0
         if self._ended:
@@ -594,3 +588,13 @@ def _park_at_wait(agent: AgentActor) -> None:
         agent._parked = []
     run_id, attempt = agent.record.run_id, agent.attempt
     agent._tell(WaitingChanged(run_id=run_id, waiting=True, attempt=attempt, parked=parks))
+
+
+def _raised(run: AgentActor, exc: BaseException) -> None:
+    """A handling raised ``exc``: the run fails on it, unless it is a stopped run's report
+    to a supervisor already stopped (a close): that report is the stop's, not a crash."""
+    if type(exc) is pykka.ActorDeadError and run.cancel.is_set():
+        run.log.info("a stopped run's reports dropped: its supervisor has stopped")
+        run._end(None)
+    else:
+        handling_raised(run, run.record.agent, exc)
