@@ -155,8 +155,13 @@ class _Gauge:
             self.now -= 1
 
     def where_it_goes(
-        self, start: float, end: float, limit: int, start_cpu: float | None = None
-    ) -> dict[str, float]:
+        self,
+        start: float,
+        end: float,
+        limit: int,
+        start_cpu: float | None = None,
+        delay: float | None = None,
+    ) -> dict[str, Any]:
         """Where one fan-out's makespan went beyond its calls (ms), from the calls' times
         since the mark ``start`` (the parent began) to ``end`` (its gather returned):
 
@@ -175,7 +180,13 @@ class _Gauge:
           end to the (k + limit)-th call's start (at most ``limit`` at once: it cannot begin
           before), i.e. a child's reports, its end decided, the next child started and on
           its way to its model call; each slot hands over children / limit - 1 times;
-        - ``tail_ms``: from the last call's end to the parent's gather returning.
+        - ``tail_ms``: from the last call's end to the parent's gather returning;
+        - ``wave_lag_ms`` (given ``delay``, the calls' length): per wave of ``limit`` calls
+          (the w-th: calls w * limit to (w + 1) * limit - 1 by their start), how late its
+          last call began against the ideal's w * ``delay``: the first wave's figure is
+          ``first_wave_ms``, each later one adds that wave's hand-overs, and the last one
+          plus ``delay`` plus ``tail_ms`` is about the makespan (the makespan as parts,
+          along the slots' chains; a call woken late from its delay ends it later).
 
         Taken for the trial just run (the lists are cleared)."""
         with self._lock:
@@ -186,13 +197,18 @@ class _Gauge:
             return {}
         lags = sorted(entered[k + limit] - left[k] for k in range(len(entered) - limit))
         ms = 1e3
-        where = {
+        where: dict[str, Any] = {
             "first_call_ms": rounded((entered[0] - start) * ms, 2),
             "first_wave_ms": rounded((entered[limit - 1] - start) * ms, 2),
             "hand_over_ms_mean": rounded(sum(lags) / len(lags) * ms, 2) if lags else 0.0,
             "hand_over_ms_p90": rounded(lags[int(len(lags) * 0.9)] * ms, 2) if lags else 0.0,
             "tail_ms": rounded((end - left[-1]) * ms, 2),
         }
+        if delay is not None:
+            where["wave_lag_ms"] = [
+                rounded((entered[w + limit - 1] - start - w // limit * delay) * ms, 2)
+                for w in range(0, len(entered) - limit + 1, limit)
+            ]
         if start_cpu is not None:
             wave_end, _, threads = with_cpu[limit - 1]
             wall = wave_end - start
@@ -225,7 +241,7 @@ def runtime(
     delay: float,
     gauge: _Gauge,
     async_workers: bool = False,
-    breakdown: list[dict[str, float]] | None = None,
+    breakdown: list[dict[str, Any]] | None = None,
 ) -> tuple[float, float, int]:
     """(makespan, process CPU seconds during it, runs parked) through the runtime. LLM workers
     on the scripted model, or (``async_workers``) function agents awaiting ``ctx.sleep``.
@@ -270,7 +286,7 @@ def runtime(
         outcome = rt.run("parent", str(children), wait=120)
     if outcome.result != str(children):
         raise RuntimeError(f"runtime: expected {children} completed children, got {outcome!r}")
-    where = gauge.where_it_goes(marks["start"], marks["end"], limit, marks["start_cpu"])
+    where = gauge.where_it_goes(marks["start"], marks["end"], limit, marks["start_cpu"], delay)
     if breakdown is not None:
         breakdown.append(where)
     return marks["end"] - marks["start"], marks["end_cpu"] - marks["start_cpu"], parked[0]
@@ -293,7 +309,7 @@ def main() -> None:
     peer = autogen()
     gauges = {"runtime": _Gauge(), "runtime_async_workers": _Gauge()}
     parked: dict[str, list[int]] = {name: [] for name in gauges}
-    breakdowns: list[dict[str, float]] = []  # the LLM workers' trials
+    breakdowns: list[dict[str, Any]] = []  # the LLM workers' trials
     least_most: list[int] = []  # the least fan-out's children asleep at once, per trial
 
     def least(children: int, limit: int, delay: float) -> float:
@@ -380,8 +396,14 @@ def main() -> None:
                         " p90; children / limit - 1 per slot), the last call's end to the"
                         " parent's gather returning; the process's CPU over the first wave"
                         " (all threads), that CPU over the wave's wall time (busy: near 1,"
-                        " CPU-bound under the GIL), the threads alive when it ended"
+                        " CPU-bound under the GIL), the threads alive when it ended; per wave"
+                        " of limit calls, how late its last call began against the ideal"
+                        " (wave_lag_ms: the makespan as parts along the slots' chains)"
                     ),
+                    "wave_lag_ms": [
+                        rounded(median(lags), 2)
+                        for lags in zip(*[b["wave_lag_ms"] for b in breakdowns if b], strict=True)
+                    ],
                     **{
                         key: rounded(median([b[key] for b in breakdowns if key in b]), 2)
                         for key in (

@@ -7,6 +7,7 @@ ratios are "ours / theirs" of the figures it prints, and that its verdicts follo
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import subprocess
 import sys
@@ -297,6 +298,14 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
     assert where["hand_over_ms_mean"] >= 0 and where["hand_over_ms_p90"] >= 0
     waves_ms = (children // limit - 1) * result["sizes"]["delay_s"] * 1e3
     assert 0 <= where["tail_ms"] <= makespan_ms - waves_ms
+    # the makespan as parts along the slots' chains: a wave's last call began no earlier
+    # against its ideal than the wave before's did (it began after one of that wave ended),
+    # the first wave's is the first wave, and the last call's lag, its ideal start and its
+    # delay are within the makespan (medians of the same trials; makespan_s rounded to 0.1 ms)
+    lags = where["wave_lag_ms"]
+    assert len(lags) == children // limit and lags[0] == where["first_wave_ms"]
+    assert all(later >= earlier - 1.0 for earlier, later in itertools.pairwise(lags))
+    assert 0 < lags[-1] <= makespan_ms - waves_ms - result["sizes"]["delay_s"] * 1e3 + 0.2
     # the first wave's CPU: some was spent (the children's starts at least), and it is this
     # process's CPU over the wave's wall time (at most both cores); threads: the caller's and
     # the calls' (a call blocks its thread; not `limit` of them: a loaded machine's first

@@ -206,6 +206,40 @@ def test_ready_has_the_watch_thread_start_the_spares_asked_for() -> None:
     assert d._pool.threads == 0
 
 
+class _CountedEvent(threading.Event):
+    """A ``threading.Event`` that counts its ``set`` calls (the dispatcher's poke)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_ready_covered_by_parked_spares_wakes_no_watch_thread() -> None:
+    """A wave the parked spares already cover (a fan-out's freed slots handed to the next
+    children, two or more in one decision) does not wake the watch thread: its look would
+    start none. One they do not cover still does, and its spares are started."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-covered")
+    pokes = _CountedEvent()
+    d._poked = pokes  # (before the watch thread starts: it waits on this one)
+    try:
+        d.ready(3)
+        assert d._pool.wait_until(lambda c: c.parked == 3, WAIT), d._pool.parked
+        before = pokes.sets
+        assert before >= 1
+        d.ready(2)
+        d.ready(3)
+        assert pokes.sets == before  # covered: nobody woken
+        d.ready(4)
+        assert pokes.sets == before + 1
+        assert d._pool.wait_until(lambda c: c.parked == 4, WAIT), d._pool.parked
+    finally:
+        assert d.close(WAIT) == []
+
+
 class _HeldModel:
     """A model whose calls wait for the test's ``release`` (``announce``: saying first that
     they block, as a network call does)."""
