@@ -53,7 +53,7 @@ from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
 from subagents.store.sqlite_approvals import ApprovalRows
-from subagents.store.sqlite_events import EventRows
+from subagents.store.sqlite_events import EventRows, write_holding_events
 from subagents.store.sqlite_mail import MailRows
 from subagents.store.sqlite_outcomes import OutcomeRows
 from subagents.store.sqlite_previews import PreviewRows
@@ -65,6 +65,7 @@ from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row, spare_damaged
 from subagents.store.sqlite_wal import WalCheckpointer
 from subagents.store.sweep import SweepReport
+from subagents.store.writes import Write
 
 log = get_logger("subagents.store")
 
@@ -318,6 +319,13 @@ class SQLiteStore(RunStore):
 
     def append_event(self, event: Event) -> None:
         self._events.append_event(event)
+
+    def _apply_batch(self, writes: Sequence[Write]) -> None:
+        """``write_all``'s hook: ``writes`` into the open batch, a run of events held in one
+        call (``sqlite_events.write_holding_events``); through the methods, one call each,
+        in a subclass that overrides ``append_event`` (its override never bypassed)."""
+        direct = type(self).append_event is SQLiteStore.append_event
+        write_holding_events(self, self._events if direct else None, writes)
 
     def events(self, run_id: str) -> list[Event]:
         return self._events.events(run_id)
