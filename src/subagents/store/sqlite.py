@@ -65,7 +65,6 @@ from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row, spare_damaged
 from subagents.store.sqlite_wal import WalCheckpointer
 from subagents.store.sweep import SweepReport
-from subagents.store.writes import Write
 
 log = get_logger("subagents.store")
 
@@ -320,12 +319,7 @@ class SQLiteStore(RunStore):
     def append_event(self, event: Event) -> None:
         self._events.append_event(event)
 
-    def _apply_batch(self, writes: Sequence[Write]) -> None:
-        """``write_all``'s hook: ``writes`` into the open batch, a run of events held in one
-        call (``sqlite_events.write_holding_events``); through the methods, one call each,
-        in a subclass that overrides ``append_event`` (its override never bypassed)."""
-        direct = type(self).append_event is SQLiteStore.append_event
-        write_holding_events(self, self._events if direct else None, writes)
+    _apply_batch = write_holding_events  # (``write_all``'s hook: a line's events in one call)
 
     def events(self, run_id: str) -> list[Event]:
         return self._events.events(run_id)
@@ -336,9 +330,7 @@ class SQLiteStore(RunStore):
     def last_event_seq(self) -> int:
         return self._events.last_event_seq()
 
-    # -----------------------------------------------------------------------------------------
     # live previews: scratch for viewers in other processes (store.sqlite_previews)
-    # -----------------------------------------------------------------------------------------
 
     def save_preview(self, preview: Preview) -> None:
         self._previews.save_preview(preview)

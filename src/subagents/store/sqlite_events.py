@@ -159,15 +159,16 @@ def _decode(tx: Transactions, seq: int, decoder: Any, raw: str) -> Any:
     return tx.decode(decoder, raw, "events", seq)
 
 
-def write_holding_events(store: Any, events: EventRows | None, writes: Sequence[Write]) -> None:
-    """``writes`` in order, into ``store``'s open batch (``store.writes.write_all``'s hook,
-    ``SQLiteStore._apply_batch``), each run of consecutive events held by one call
+def write_holding_events(store: Any, writes: Sequence[Write]) -> None:
+    """``writes`` in order, into ``store``'s open batch (``SQLiteStore._apply_batch``: the
+    hook of ``store.writes.write_all``), each run of consecutive events held by one call
     (``EventRows.hold_all``), every other write through its method (``APPLY``), a run's
     superseded saves left out (``superseded``) as ``write_all`` leaves them. Why: a line of
-    the supervisor's records is a durable ping-pong's ~20 mails, two events each, and
+    the supervisor's records is a durable ping-pong's ~10-20 mails, two events each, and
     each event through ``write_all``'s dispatch and the store's methods was ~7 Python
-    calls (``benchmarks/README.md``, session 26). ``events`` None: every write through its
-    method (a store whose ``append_event`` is its own: never bypassed)."""
+    calls (``benchmarks/README.md``, session 26). A store whose ``append_event`` is its
+    own (a subclass counting or failing its writes) has every event go through it."""
+    events: EventRows | None = store._events if _appends_as_sqlite(type(store)) else None
     skip = superseded(writes) if len(writes) > 1 else ()
     apply = APPLY
     held: list[Event] = []
@@ -183,3 +184,18 @@ def write_holding_events(store: Any, events: EventRows | None, writes: Sequence[
         apply[type(write)](store, write)
     if held and events is not None:
         events.hold_all(held)
+
+
+def _appends_as_sqlite(cls: type) -> bool:
+    """Whether ``cls``'s ``append_event`` is ``SQLiteStore``'s own (not a subclass's)."""
+    known = _APPENDS_AS_SQLITE.get(cls)
+    if known is None:
+        owner = next(k for k in cls.__mro__ if "append_event" in vars(k))
+        known = _APPENDS_AS_SQLITE[cls] = (
+            owner.__qualname__ == "SQLiteStore" and owner.__module__ == _SQLITE
+        )
+    return known
+
+
+_APPENDS_AS_SQLITE: dict[type, bool] = {}
+_SQLITE = "subagents.store.sqlite"
