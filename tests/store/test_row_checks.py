@@ -10,7 +10,13 @@ import msgspec
 import pytest
 
 from subagents.messages import Event, EventKind, Mail, MailState
-from subagents.store.row_checks import FIELDS, READS_BACK, flat_event_reads_back
+from subagents.store.row_checks import (
+    FIELDS,
+    FLAT_CHARS,
+    READS_BACK,
+    SURE_EVENT_BYTES,
+    flat_event_reads_back,
+)
 from subagents.store.sqlite_tx import encode_row
 
 
@@ -208,6 +214,7 @@ def test_an_odd_flat_event_is_not_taken_as_flat(field_value: tuple[str, Any]) ->
         pytest.param({"x": None}, id="None"),
         pytest.param({1: "x"}, id="a key not a str"),
         pytest.param({"x": _Str("y")}, id="a str subclass"),
+        pytest.param({"blob": "x" * FLAT_CHARS}, id="longer than FLAT_CHARS"),
     ],
 )
 def test_only_a_flat_data_of_ascii_strings_is_flat(data: dict[Any, Any]) -> None:
@@ -216,3 +223,16 @@ def test_only_a_flat_data_of_ascii_strings_is_flat(data: dict[Any, Any]) -> None
     nest. Seen failing with ``isascii`` left out (the surrogate taken as flat)."""
     assert flat_event_reads_back(_event(data=_FLAT))
     assert not flat_event_reads_back(_event(data=data))
+
+
+def test_the_longest_flat_event_encodes_within_the_sure_bytes() -> None:
+    """A flat event is held as a short one is (a long one is a row of its own: its failure
+    named alone, tests/store/test_store_deferred.py): at ``FLAT_CHARS`` of the characters
+    that encode longest, in the longest kind, it still encodes within ``SURE_EVENT_BYTES``.
+    Seen failing with the bound at twice ``FLAT_CHARS``."""
+    longest = max(EventKind, key=lambda kind: len(kind.value))
+    items = (FLAT_CHARS - 2) // 2
+    data = {chr(1) * (items - 1): "\x02" * (FLAT_CHARS - items - 1)}
+    event = _event(kind=longest, ts=-1.2345678901234567e-300, data=data)
+    assert flat_event_reads_back(event)
+    assert len(msgspec.json.encode((event.kind, event.ts, event.data))) <= SURE_EVENT_BYTES

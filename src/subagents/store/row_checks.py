@@ -53,13 +53,22 @@ def _event_reads_back(event: Event, raw: bytes) -> bool:
     )
 
 
+FLAT_CHARS = (SURE_EVENT_BYTES - 64) // 6
+"""The most characters a flat event's data holds (each key and value, and one per item):
+an ASCII character encodes to at most 6 bytes (``\\u00XX``), an item's quotes, colon and
+comma to 6, and the event's kind (at most 17) and time (at most 24) with their brackets to
+under 64: so a flat event encodes to at most ``SURE_EVENT_BYTES``, as a held one must (a
+longer event is a row of its own: its failure, a full disk, named alone)."""
+
+
 def flat_event_reads_back(event: Event) -> bool:
     """Whether ``event`` surely encodes and reads back without being encoded to tell: its
-    fields as ``_event_reads_back`` asks, and its ``data`` flat, every key and value an ASCII
-    ``str`` (one level deep whatever its length, and nothing msgspec cannot encode: not a
-    lone surrogate, which ``UnicodeEncodeError``s). A straight mail's two events are so
-    (``mail_sent``, ``mail_delivered``: ids), and are encoded once, when their batch is
-    sent (``sqlite_event_groups``), not once to be checked and again to be written."""
+    fields as ``_event_reads_back`` asks, and its ``data`` flat and short, every key and
+    value an ASCII ``str`` (one level deep, and nothing msgspec cannot encode: not a lone
+    surrogate, which ``UnicodeEncodeError``s), ``FLAT_CHARS`` at most in all. A straight
+    mail's two events are so (``mail_sent``, ``mail_delivered``: ids, ~80 characters), and
+    are encoded once, when their batch is sent (``sqlite_event_groups``), not once to be
+    checked and again to be written."""
     parent = event.parent_run_id
     ts = event.ts
     data = event.data
@@ -75,12 +84,14 @@ def flat_event_reads_back(event: Event) -> bool:
         and type(data) is dict
     ):
         return False
+    size = 0
     for key, value in data.items():  # (a loop: no call per item)
         if type(key) is not str or type(value) is not str:
             return False
         if not (key.isascii() and value.isascii()):
             return False
-    return True
+        size += len(key) + len(value) + 1
+    return size <= FLAT_CHARS
 
 
 def _mail_reads_back(mail: Mail, raw: bytes) -> bool:  # (no nesting: every field flat)
