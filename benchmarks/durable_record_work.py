@@ -24,8 +24,9 @@ folder (the runtime's lease taken, two live runs):
   its recipient, each made by ``effects.event_of`` from its run's record) as the
   supervisor's line of late reports writes them: ``store.writes.write_all`` of ``LINE``
   mails' events into the open fenced batch, ``BATCH`` mails to a batch, its commit
-  included; per mail (two events). Session 26: what ``SQLiteStore._apply_batch`` and the
-  flat events encoded when sent (``sqlite_event_groups.held_row``) move.
+  included; per mail (two events). Session 26 measured with it a line's events held in one
+  call and a mail's flat events encoded when sent (-13.1k of 56.3k; reverted as under the
+  2% rule of a mail's CPU: benchmarks/README.md).
 
 Each runs ``n`` and ``2n`` times under ``valgrind --tool=callgrind`` (after an uncounted native
 run that compiles the bytecode both read, and with ``PYTHONHASHSEED`` fixed: see
