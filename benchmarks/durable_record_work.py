@@ -1,5 +1,6 @@
-"""durable_record_work: the instructions of a durable mail's two store writes in Python, each
-alone: the sender's record and the supervisor's event row (a diagnostic, no goal).
+"""durable_record_work: the instructions of a durable mail's store writes in Python, each
+alone: the sender's record, the supervisor's event row, and its line of straight mails'
+two events each (a diagnostic, no goal).
 
 Why: inside the runtime the judge (``_instructions.py --shapes pingpong_sqlite``) moves by
 2-11% between runs of one tree on a loaded machine, more than a cut of a few calls on one
@@ -19,6 +20,13 @@ folder (the runtime's lease taken, two live runs):
   to a batch (a durable ping-pong's group, natively), the batch's commit included: as the
   supervisor's group writes it (``store.writes.write_all``: a batch's writes go to the
   fenced store's inner one, ``writes_go_to``).
+- ``line``: a straight mail's two events (``mail_sent`` on its sender, ``mail_delivered`` on
+  its recipient, each made by ``effects.event_of`` from its run's record) as the
+  supervisor's line of late reports writes them: ``store.writes.write_all`` of ``LINE``
+  mails' events into the open fenced batch, ``BATCH`` mails to a batch, its commit
+  included; per mail (two events). Session 26 measured with it a line's events held in one
+  call and a mail's flat events encoded when sent (-13.1k of 56.3k; reverted as under the
+  2% rule of a mail's CPU: benchmarks/README.md).
 
 Each runs ``n`` and ``2n`` times under ``valgrind --tool=callgrind`` (after an uncounted native
 run that compiles the bytecode both read, and with ``PYTHONHASHSEED`` fixed: see
@@ -43,7 +51,10 @@ from typing import Any
 from _common import emit, parse_args, quiet_logs
 
 BATCH = 33
-"""Events per batch (``event``): a durable ping-pong's supervisor group, natively."""
+"""Events per batch (``event``), mails per batch (``line``): a durable ping-pong's supervisor
+group, natively."""
+LINE = 11
+"""Mails per line of late reports (``line``): one ``write_all`` of their events."""
 _STATEMENT = "pysqlite_connection_execute"
 
 
@@ -84,6 +95,8 @@ def _loop(kind: str, n: int, folder: Path) -> None:
             )
             journal = SaveJournal(sender, entries, (f"m{i - 1}",) if i else ())
             fenced.record_mails([mail], journal, fences[i % 2])
+    elif kind == "line":
+        _lines(fenced, n)
     else:
         event = Event(
             kind=EventKind.MAIL_SENT,
@@ -98,6 +111,30 @@ def _loop(kind: str, n: int, folder: Path) -> None:
                 for _ in range(BATCH):
                     store.append_event(event)
     store.close()
+
+
+def _lines(fenced: Any, n: int) -> None:
+    """``n`` straight mails' two events, ``LINE`` mails to a ``write_all``, ``BATCH`` to a
+    fenced batch (see the module)."""
+    from subagents.messages import EventKind, RunRecord
+    from subagents.store.writes import AppendEvent, Write, write_all
+    from subagents.supervision.effects import event_of
+
+    runs = [RunRecord(run_id=r, agent="a", task="t", root_run_id="s") for r in ("s", "o")]
+    sent, delivered = EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED
+    ts = time.time()
+    for first in range(0, n, BATCH):
+        with fenced.batch():
+            for start in range(first, first + BATCH, LINE):
+                writes: list[Write] = []
+                for i in range(start, start + LINE):
+                    sender, recipient = runs[i % 2], runs[1 - i % 2]
+                    mail_id = f"m{i:08d}"
+                    data = {"mail_id": mail_id, "recipient": recipient.run_id}
+                    writes.append(AppendEvent(event_of(sent, sender, ts, data)))
+                    data = {"mail_id": mail_id, "sender": sender.run_id}
+                    writes.append(AppendEvent(event_of(delivered, recipient, ts, data)))
+                write_all(fenced, writes)
 
 
 def _environment() -> dict[str, str]:
@@ -145,7 +182,7 @@ def measure(n: int, count: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="subagents-record-work-") as tmp:
         folder = Path(tmp)
-        for kind in ("record", "event"):
+        for kind in ("record", "event", "line"):
             subprocess.run(
                 _command(kind, BATCH), check=True, timeout=1800, env=_environment()
             )  # (native: the bytecode compiled once, uncounted)
@@ -166,7 +203,7 @@ def measure(n: int, count: bool) -> dict[str, Any]:
 
 def _extra(parser: Any) -> None:
     parser.add_argument("--n", type=int, default=None, help="units of the shorter loop (990)")
-    parser.add_argument("--loop", choices=("record", "event"), help=argparse.SUPPRESS)
+    parser.add_argument("--loop", choices=("record", "event", "line"), help=argparse.SUPPRESS)
 
 
 def main() -> None:
@@ -177,7 +214,7 @@ def main() -> None:
         return
     quiet_logs()
     n = args.n or (BATCH * 2 if args.quick else 990)
-    n = max(BATCH, n - n % BATCH)  # (whole batches of events, in both loops)
+    n = max(BATCH, n - n % BATCH)  # (whole batches of events, in every loop)
     count = shutil.which("valgrind") is not None and not args.quick
     figures = measure(n, count)
     emit("durable_record_work", {"per_unit": figures, "n": n, "counted": count})
