@@ -64,13 +64,18 @@ graceful shutdown (``serving``), so that no stream is cut off mid-response (uvic
 T = TypeVar("T")
 
 
+_PART = r"(?!\.\.?(?:/|$))[^/]+"
+"""One part of a run id between slashes: not empty, not ``.`` or ``..``."""
+
+
 class _RunIdConvertor(Convertor[str]):
     """A run id in a path, slashes and all (sent as %2F; the server matches the decoded
     path): a store edited by hand, or a cluster peer's, can hold ``a/b``, whose page did not
-    open (Starlette's ``{run_id}`` stops at a slash). Not empty and not starting with a slash,
-    so ``/api/runs/`` is still redirected to ``/api/runs``; an action is the last part."""
+    open (Starlette's ``{run_id}`` stops at a slash). Parts neither empty nor ``.``/``..``
+    (``/api/runs/`` is still redirected to ``/api/runs``; a path climbing with ``..%2f`` is
+    404, as for the static files); an action is the path's last part."""
 
-    regex = "[^/].*"
+    regex = _PART + "(?:/" + _PART + ")*"
 
     def convert(self, value: str) -> str:
         return value
