@@ -308,3 +308,32 @@ def test_a_functions_status_or_stop_of_an_unkeepable_run_id_is_refused_naming_it
         " which UTF-8 cannot encode"
     )
     assert said == [shown, shown]
+
+
+def test_a_failure_whose_message_holds_a_lone_surrogate_is_recorded_as_a_terminal_shows_it(
+    store: RunStore,
+) -> None:
+    """A tool or a function raising an exception whose message holds a lone surrogate (made
+    from a bad decode): the run's error could not be stored, and its end was recorded with
+    the store's error instead (the failure's own words lost). Kept with U+FFFD now."""
+
+    def echo(x: Any) -> str:
+        """Echo."""
+        raise ValueError("bad \ud800 tool")
+
+    async def fn(ctx: AgentContext) -> str:
+        raise ValueError("bad \udcff fn")
+
+    model = ScriptedModel({"calls": [{"tool_calls": [{"name": "echo", "input": {"x": 1}}]}]})
+    agents = [AgentSpec(name="calls", description="c"), FunctionAgent.create("fn", fn)]
+    with Runtime(agents, model=model, store=store, tools=[echo]) as rt:
+        tool = rt.run("calls", "go", wait=WAIT)
+        function = rt.run("fn", "go", wait=WAIT)
+        assert (tool.status, tool.error) == (
+            RunStatus.FAILED,
+            "tool echo raised ValueError: bad \ufffd tool",
+        )
+        assert (function.status, function.error) == (
+            RunStatus.FAILED,
+            "ValueError: bad \ufffd fn",
+        )
