@@ -202,3 +202,12 @@ def test_a_branch_left_by_an_earlier_start_is_checked_out_again(tmp_path: Path) 
     assert (again.path, again.branch, again.base) == (first.path, first.branch, first.base)
     assert sh(again.path, "rev-parse", "HEAD") == made
     assert (again.workspace / "app.py").read_text() == "VALUE = 8\n"
+
+
+def test_a_repository_whose_path_holds_a_newline_gets_its_worktree(tmp_path: Path) -> None:
+    # (review) the start's one look read the top from `--show-toplevel`'s first line: a
+    # repository at "new\nline" was said to have no commit, at ".../new"
+    repo = make_repo(tmp_path / "new\nline")
+    tree = Worktrees(repo / "src").create("r9", "coder")
+    assert tree.repo == repo and tree.base == sh(repo, "rev-parse", "HEAD")
+    assert (tree.workspace / "app.py").read_text() == "VALUE = 1\n"

@@ -137,16 +137,17 @@ class Worktrees:
         """(top level, the workspace relative to it, HEAD's commit, whether ``branch``
         exists); WorktreeError if no repository or no commit. One git call (it was three,
         each through the sandbox's launcher, ~18 ms of CPU): ``--revs-only`` drops a name
-        that does not resolve instead of failing, so the prefix git prints between HEAD and
-        the branch (empty, or ending in "/": never a commit id) says which one is there."""
+        that does not resolve instead of failing (and what follows it: so HEAD comes first),
+        and the ``--show-cdup`` git prints between HEAD and the branch (empty or ``../``s:
+        never a commit id) says which one is there. The top is the workspace climbed by that
+        cdup, not ``--show-toplevel``'s line: a path may hold a newline (review)."""
         try:
             found = git(
                 self.workspace,
                 "rev-parse",
-                "--show-toplevel",
                 "--revs-only",
                 "HEAD^{commit}",
-                "--show-prefix",
+                "--show-cdup",
                 f"refs/heads/{branch}^{{commit}}",
                 jail=look,
             )
@@ -156,14 +157,15 @@ class Worktrees:
                 f" {self.workspace} is not in one ({exc.stderr or exc})"
             ) from None
         lines = found.split("\n")
-        top = Path(os.path.realpath(lines[0]))
-        if len(lines) < 2 or not _is_commit_id(lines[1]):
+        if not _is_commit_id(lines[0]):
             raise WorktreeError(
-                f"isolation: worktree needs a commit to start from, and the repository at"
-                f" {top} has none yet (commit something first)"
+                f"isolation: worktree needs a commit to start from, and the repository of"
+                f" {self.workspace} has none yet (commit something first)"
             )
-        has_branch = len(lines) >= 4 and _is_commit_id(lines[3])
-        return top, self.workspace.relative_to(top), lines[1], has_branch
+        cdup = lines[1] if len(lines) > 1 else ""
+        top = Path(os.path.normpath(self.workspace / cdup)) if cdup else self.workspace
+        has_branch = len(lines) >= 3 and _is_commit_id(lines[2])
+        return top, self.workspace.relative_to(top), lines[0], has_branch
 
     def create(self, run_id: str, agent: str, sandbox: Sandbox | None = None) -> Worktree:
         """The run's worktree, made now (or found again, for a run resumed after a crash).
