@@ -171,3 +171,43 @@ def test_isolation_of_reads_the_definition() -> None:
     assert isolation_of(spec(isolation=" Worktree ")) == "worktree"
     with pytest.raises(ValueError, match="isolation 'container' is not known"):
         isolation_of(spec(isolation="container"))
+
+
+def test_a_worktree_whose_head_went_back_past_its_base_is_kept(tmp_path: Path) -> None:
+    # no changed file and no commit of its own, but HEAD is not the base: kept, as when it
+    # was compared with `rev-parse HEAD` (a count of base..HEAD alone would remove it)
+    repo = make_repo(tmp_path / "repo")
+    (repo / "README.md").write_text("two\n", encoding="utf-8")
+    sh(repo, "commit", "-q", "-am", "second")
+    trees = Worktrees(repo)
+    tree = trees.create("r3", "coder")
+    sh(tree.path, "reset", "-q", "--hard", "HEAD~1")
+    report = trees.finish("r3")
+    assert report is not None and report.kept and report.error is None
+    assert (report.changed_files, report.commits) == (0, 0)
+    assert sh(tree.path, "rev-parse", "HEAD") != tree.base
+
+
+def test_a_branch_left_by_an_earlier_start_is_checked_out_again(tmp_path: Path) -> None:
+    # its worktree gone but its branch kept (a crash between the two, a user's cleanup):
+    # the start finds the branch (in the one look that also finds the repository and its
+    # HEAD) and checks it out, from a folder inside the repository too
+    repo = make_repo(tmp_path / "repo")
+    first = Worktrees(repo / "src").create("r8", "coder")
+    (first.workspace / "app.py").write_text("VALUE = 8\n", encoding="utf-8")
+    sh(first.path, "commit", "-q", "-am", "eight")
+    made = sh(first.path, "rev-parse", "HEAD")
+    sh(repo, "worktree", "remove", "--force", str(first.path))
+    again = Worktrees(repo / "src").create("r8", "coder")
+    assert (again.path, again.branch, again.base) == (first.path, first.branch, first.base)
+    assert sh(again.path, "rev-parse", "HEAD") == made
+    assert (again.workspace / "app.py").read_text() == "VALUE = 8\n"
+
+
+def test_a_repository_whose_path_holds_a_newline_gets_its_worktree(tmp_path: Path) -> None:
+    # (review) the start's one look read the top from `--show-toplevel`'s first line: a
+    # repository at "new\nline" was said to have no commit, at ".../new"
+    repo = make_repo(tmp_path / "new\nline")
+    tree = Worktrees(repo / "src").create("r9", "coder")
+    assert tree.repo == repo and tree.base == sh(repo, "rev-parse", "HEAD")
+    assert (tree.workspace / "app.py").read_text() == "VALUE = 1\n"

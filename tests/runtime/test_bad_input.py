@@ -254,3 +254,86 @@ def test_a_model_answer_that_cannot_be_kept_fails_as_malformed_naming_why(
             "the model's answer cannot be kept: the input of its echo call is nested more than"
             " 100 levels deep (or contains itself); flatten it, or hand it over as a file"
         )
+
+
+def test_a_tools_output_with_a_lone_surrogate_is_kept_as_a_terminal_shows_it(
+    store: RunStore,
+) -> None:
+    """A tool's output holding a bad decode's lone surrogate failed in the store's encode,
+    inside the supervisor (a bare UnicodeEncodeError naming no run): the run was recorded
+    failed. Its output is now kept with U+FFFD in the surrogate's place (what a terminal
+    shows), the model is handed that, and the run and the next one complete."""
+
+    def echo(x: Any) -> str:
+        """Echo."""
+        return "out \ud800 put \udcff"
+
+    model = ScriptedModel(
+        {"calls": [{"tool_calls": [{"name": "echo", "input": {"x": 1}}]}, "done"]}
+    )
+    agents = [AgentSpec(name="calls", description="c")]
+    with Runtime(agents, model=model, store=store, tools=[echo]) as rt:
+        first = rt.run("calls", "go", wait=WAIT)
+        second = rt.run("calls", "go", wait=WAIT)
+        assert (first.status, first.result, second.status) == (
+            RunStatus.COMPLETED,
+            "done",
+            RunStatus.COMPLETED,
+        )
+    texts = [str(request.messages[-1]) for request in model.requests]
+    assert sum("'out \ufffd put \ufffd'" in text for text in texts) == 2, texts
+
+
+def test_a_functions_status_or_stop_of_an_unkeepable_run_id_is_refused_naming_it(
+    store: RunStore,
+) -> None:
+    """``ctx.status``/``ctx.stop`` of a run id holding a lone surrogate failed in the store's
+    look-up (a bare UnicodeEncodeError; inside the supervisor for a stop): now a ValueError
+    naming it, at the call, and the function goes on to complete."""
+    said: list[str] = []
+
+    async def fn(ctx: AgentContext) -> str:
+        for call in (ctx.status, ctx.stop):
+            try:
+                await call("r\ud800") if call is ctx.stop else call("r\ud800")
+            except ValueError as exc:
+                said.append(str(exc))
+        return "fine"
+
+    with Runtime([FunctionAgent.create("fn", fn)], model=ScriptedModel(), store=store) as rt:
+        outcome = rt.run("fn", "go", wait=WAIT)
+        assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "fine")
+    shown = (
+        "no run 'r\\ud800': the run id holds a lone surrogate ('\\ud800' at position 1),"
+        " which UTF-8 cannot encode"
+    )
+    assert said == [shown, shown]
+
+
+def test_a_failure_whose_message_holds_a_lone_surrogate_is_recorded_as_a_terminal_shows_it(
+    store: RunStore,
+) -> None:
+    """A tool or a function raising an exception whose message holds a lone surrogate (made
+    from a bad decode): the run's error could not be stored, and its end was recorded with
+    the store's error instead (the failure's own words lost). Kept with U+FFFD now."""
+
+    def echo(x: Any) -> str:
+        """Echo."""
+        raise ValueError("bad \ud800 tool")
+
+    async def fn(ctx: AgentContext) -> str:
+        raise ValueError("bad \udcff fn")
+
+    model = ScriptedModel({"calls": [{"tool_calls": [{"name": "echo", "input": {"x": 1}}]}]})
+    agents = [AgentSpec(name="calls", description="c"), FunctionAgent.create("fn", fn)]
+    with Runtime(agents, model=model, store=store, tools=[echo]) as rt:
+        tool = rt.run("calls", "go", wait=WAIT)
+        function = rt.run("fn", "go", wait=WAIT)
+        assert (tool.status, tool.error) == (
+            RunStatus.FAILED,
+            "tool echo raised ValueError: bad \ufffd tool",
+        )
+        assert (function.status, function.error) == (
+            RunStatus.FAILED,
+            "ValueError: bad \ufffd fn",
+        )

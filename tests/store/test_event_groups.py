@@ -157,10 +157,20 @@ def test_a_bad_event_in_a_batch_is_refused_by_name_and_the_rest_kept(db_path: Pa
         for event in good[:3]:
             store.append_event(event)
         bad = Event(kind=EventKind.STEP, run_id="bad", agent="a", root_run_id="bad", ts=1.0)
-        with pytest.raises(ValueError, match=r"cannot store an event of run bad: .*NaN"):
+        with pytest.raises(
+            ValueError, match=r"cannot store an event of run bad \(kind step\): .*NaN"
+        ):
             store.append_event(Event(**{**_fields(bad), "ts": float("nan")}))
-        with pytest.raises(ValueError, match=r"cannot store an event of run bad: .*object"):
+        with pytest.raises(
+            ValueError, match=r"cannot store an event of run bad \(kind step\): .*object"
+        ):
             store.append_event(Event(**{**_fields(bad), "data": {"x": object()}}))
+        with pytest.raises(  # (a bare UnicodeEncodeError naming no run, no event, before)
+            ValueError,
+            match=r"^cannot store an event of run bad \(kind step\): a text in it holds a lone"
+            r" surrogate \('\\ud800'\), which UTF-8 cannot encode$",
+        ):
+            store.append_event(Event(**{**_fields(bad), "data": {"x": ["a\ud800"]}}))
         for event in good[3:]:
             store.append_event(event)
     again = SQLiteStore(db_path)

@@ -159,7 +159,9 @@ def test_records_that_could_not_be_read_back_are_refused_by_name(
         durable_store.save_run(run("ok"))
         with pytest.raises(ValueError, match=r"cannot store run r1: .*NaN and infinite"):
             durable_store.save_run(run("r1", deadline_s=float("inf")))
-        with pytest.raises(ValueError, match=r"cannot store an event of run r1: .*object"):
+        with pytest.raises(
+            ValueError, match=r"cannot store an event of run r1 \(kind .*\): .*object"
+        ):
             durable_store.append_event(event("r1", unencodable=object()))
         durable_store.append_event(event("ok"))
     # the refused writes left nothing behind and did not spoil the batch

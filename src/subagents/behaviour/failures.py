@@ -14,6 +14,8 @@ from __future__ import annotations
 import traceback
 from typing import Any, Protocol
 
+from subagents.supervision.requests import as_a_terminal_shows
+
 BASE_EXCEPTION = "base_exception"
 """The error kind of a run whose model, tool or function raised a ``BaseException`` that is
 not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``...)."""
@@ -23,9 +25,11 @@ def shown(exc: BaseException) -> str:
     """``str(exc)``, or what Python's own tracebacks say when that raises (a user's
     exception class whose ``__str__`` reads an attribute it never set): a failure's message
     made in an ``except`` must not raise in turn, or the run is never failed and its
-    requester hears ``timed_out`` only at the deadline."""
+    requester hears ``timed_out`` only at the deadline. A lone surrogate in it (a message
+    made from a bad decode) becomes U+FFFD, as a terminal shows it: the run's error holding
+    it could not be stored, and its end was recorded with the store's error instead."""
     try:
-        return str(exc)
+        return as_a_terminal_shows(str(exc))
     except BaseException:
         return "<exception str() failed>"
 

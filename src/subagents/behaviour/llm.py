@@ -69,6 +69,7 @@ from subagents.messages import (
 )
 from subagents.models.base import ModelError
 from subagents.supervision.handdown import first_message_text
+from subagents.supervision.requests import as_a_terminal_shows
 from subagents.tools import journal
 from subagents.tools.builtin import BUILTIN_NAMES
 
@@ -394,7 +395,8 @@ class LLMBehaviour:
             if traced is not None:
                 traced.end(error=f"tool_error: {content}" if is_error else None)
             shown = self.calls.take_attachments(use_id) if self.calls is not None else ()
-            result = ToolResultBlock(use_id, content, is_error, shown)
+            # a tool's output may hold a bad decode's lone surrogate: kept as U+FFFD
+            result = ToolResultBlock(use_id, as_a_terminal_shows(content), is_error, shown)
             self.results[use_id] = result
             self.port.report_answer(
                 ToolAnswered(

@@ -23,6 +23,7 @@ import msgspec
 import structlog
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -61,6 +62,29 @@ graceful shutdown (``serving``), so that no stream is cut off mid-response (uvic
 
 
 T = TypeVar("T")
+
+
+_PART = r"(?!\.\.?(?:/|$))[^/]+"
+"""One part of a run id between slashes: not empty, not ``.`` or ``..``."""
+
+
+class _RunIdConvertor(Convertor[str]):
+    """A run id in a path, slashes and all (sent as %2F; the server matches the decoded
+    path): a store edited by hand, or a cluster peer's, can hold ``a/b``, whose page did not
+    open (Starlette's ``{run_id}`` stops at a slash). Parts neither empty nor ``.``/``..``
+    (``/api/runs/`` is still redirected to ``/api/runs``; a path climbing with ``..%2f`` is
+    404, as for the static files); an action is the path's last part."""
+
+    regex = _PART + "(?:/" + _PART + ")*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("run_id", _RunIdConvertor())
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,12 +130,12 @@ class Console:
         self.routes = Starlette(
             routes=[
                 Route("/", self.page_tree),
-                Route("/runs/{run_id}", self.page_run),
+                Route("/runs/{run_id:run_id}", self.page_run),
                 Route("/api/session", self.session),
                 Route("/api/runs", self.runs),
-                Route("/api/runs/{run_id}", self.run),
+                Route("/api/runs/{run_id:run_id}", self.run),
                 Route("/api/stream", self.stream),
-                Route("/api/runs/{run_id}/{action}", self.act, methods=["POST"]),
+                Route("/api/runs/{run_id:run_id}/{action}", self.act, methods=["POST"]),
                 Route("/api/approvals", self.approvals),
                 Route("/api/approvals/{approval_id}/{answer}", self.answer, methods=["POST"]),
                 Mount("/static", StaticFiles(directory=STATIC), name="static"),

@@ -216,7 +216,9 @@ class PostgresStore(RunStore):
             event.run_id,
             kind,
             event.ts,
-            encode_row(event, _event_decoder, f"an event of run {event.run_id}"),
+            encode_row(
+                event, _event_decoder, f"an event of run {event.run_id} (kind {event.kind})"
+            ),
         )
         with self._tx.writing():
             self._tx.lock_once(EVENTS_LOCK, doing)

@@ -86,7 +86,7 @@ def item_text(event: Event) -> str | None:
     near the decoder's limit, which a group row's two levels more would pass)."""
     try:
         raw = _encoder.encode((event.kind, event.ts, event.data))
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
         return None
     return raw.decode("utf-8") if _sure(event, raw) else None
 

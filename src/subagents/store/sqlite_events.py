@@ -58,7 +58,7 @@ class EventRows:
                 event.run_id,
                 kind,
                 event.ts,
-                encode_row(event, _decoder, f"an event of run {event.run_id}"),
+                encode_row(event, _decoder, f"an event of run {event.run_id} (kind {event.kind})"),
             ),
             f"appending a {kind} event of run {event.run_id}",
         )

@@ -99,6 +99,11 @@ def encode_row(obj: Any, decoder: msgspec.json.Decoder[Any], what: str) -> str:
         sure = READS_BACK.get(type(obj))
         if sure is None or decoder.type is not type(obj) or not sure(obj, raw):
             decoder.decode(raw)
+    except UnicodeEncodeError as exc:  # a lone surrogate somewhere in its texts
+        raise ValueError(
+            f"cannot store {what}: a text in it holds a lone surrogate"
+            f" ({exc.object[exc.start : exc.end]!r}), which UTF-8 cannot encode"
+        ) from exc
     except (TypeError, msgspec.EncodeError, msgspec.ValidationError, RecursionError) as exc:
         raise ValueError(
             f"cannot store {what}: {exc} (NaN and infinite numbers cannot be stored)"

@@ -94,6 +94,20 @@ def encoding_problem(what: str, text: str) -> str | None:
     return None
 
 
+def as_a_terminal_shows(text: str) -> str:
+    """``text`` with each lone surrogate (a bad decode's) replaced by U+FFFD, as a terminal
+    shows an undecodable byte; a surrogate pair held as two code points is joined. For text
+    the runtime takes from outside and must keep whatever it holds (a tool's output): UTF-8
+    cannot store a lone surrogate, and refusing the output would lose the rest of it."""
+    if text.isascii():  # O(1): the common case costs nothing
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 def _line_problem(label: str) -> str | None:
     """Why ``label`` is not one line of printable text (a newline, a terminal escape: a
     label is shown in every view's row, and the console's), or None."""
