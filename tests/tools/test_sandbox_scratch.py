@@ -100,3 +100,47 @@ def test_the_launcher_refuses_a_run_directory_outside_the_scratch_one(tmp_path: 
         check=False,
     )
     assert kept.stdout.split() == [".", "..", "run-a"], kept
+
+
+BOUND_TWICE = """
+import os, subprocess, sys
+real, alias, link, launcher = sys.argv[1:]
+subprocess.run(["mount", "--bind", real, alias], check=True)
+scratch = os.path.join(link, "subagents-shells-x")  # reached through a symlink
+for run in ("run-a", "run-b"):
+    os.makedirs(os.path.join(scratch, run))
+with open(os.path.join(scratch, "run-b", "out"), "w") as out:
+    out.write("the-other-runs-output")
+look = f"ls {alias}/subagents-shells-x; cat {alias}/subagents-shells-x/run-b/out"
+argv = [sys.executable, "-I", "-S", launcher, "--private-shm", "--own-scratch", scratch]
+argv += ["--write", os.path.join(scratch, "run-a"), "--", "sh", "-c", look]
+done = subprocess.run(argv, capture_output=True, text=True)
+print(done.stdout)  # (its stderr names run-b: the cat that failed)
+"""
+
+
+@landlock
+@namespaces
+def test_the_scratch_directory_reached_through_a_symlink_is_covered_at_its_other_names(
+    tmp_path: Path,
+) -> None:
+    """A ``TMPDIR`` that is a symlink names the scratch directory by a path the mount table
+    does not hold: its other names (a bind mount of a directory above it) must be found
+    from the resolved path, or the other runs' files are read there (review, session 26)."""
+    real, alias = tmp_path / "real", tmp_path / "alias"
+    real.mkdir()
+    alias.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    argv = ["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c", BOUND_TWICE]
+    try:
+        done = subprocess.run(
+            [*argv, str(real), str(alias), str(tmp_path / "link"), LAUNCHER],
+            capture_output=True, text=True, timeout=WAIT, check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        pytest.skip("no unshare(1) here")
+    if done.returncode != 0 and "mount" in done.stderr:
+        pytest.skip(f"no mount namespace of our own here: {done.stderr.strip()[-200:]}")
+    assert done.returncode == 0, done.stderr
+    assert "the-other-runs-output" not in done.stdout, done.stdout
+    assert "run-b" not in done.stdout, done.stdout

@@ -412,11 +412,11 @@ SYSTEM_READABLE = (
 libraries and configuration, and this Python's (paths that do not exist are skipped)."""
 
 LAUNCHER = sandbox_exec.__file__
+"""The launcher, run by path (``python -I -S``): it imports nothing but the standard library."""
 SCRATCH = "subagents-shells-"
 """The prefix of the runtime's scratch directory (``ProcessGroups.scratch``), which holds
 every run's own temporary one (named ``RUN_DIR`` + the run's id): its commands' output."""
 RUN_DIR = "run-"
-"""The launcher, run by path (``python -I -S``): it imports nothing but the standard library."""
 
 UNSANDBOXED = Sandbox(enabled=False, abi=0)
 """No Landlock (a ToolContext made by hand, ``Runtime(sandbox=False)``): the environment is

@@ -217,7 +217,10 @@ def _other_names(path: str, mounts: list[tuple[str, str, str]]) -> list[str]:
     bind mount of a directory above it, a container's volume mounted twice): a cover on
     ``path`` alone left it readable there (seen). Found in this namespace's mount table,
     each checked to be that very file (device and inode) before anything is covered (a
-    mount over a path of it shows another file there: not covered)."""
+    mount over a path of it shows another file there: not covered). ``path`` is resolved
+    first: the mount table names no symlink, so a scratch directory reached through one (a
+    ``TMPDIR`` that is a symlink) left its other names uncovered (review, session 26)."""
+    given, path = path, os.path.realpath(path)
     try:
         real = os.stat(path)
     except OSError:
@@ -235,7 +238,7 @@ def _other_names(path: str, mounts: list[tuple[str, str, str]]) -> list[str]:
     for root, at in same:
         if within.startswith(root.rstrip("/") + "/"):
             name = at.rstrip("/") + within[len(root.rstrip("/")) :]
-            if name != path and _is(name, real):
+            if name not in (path, given) and _is(name, real):
                 names.append(name)
     return names
 
