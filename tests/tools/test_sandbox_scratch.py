@@ -8,6 +8,7 @@ nothing of the others. Through the real runtime and kernel."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,28 @@ def test_the_scratch_directory_reached_through_a_symlink_is_covered_at_its_other
     assert done.returncode == 0, done.stderr
     assert "the-other-runs-output" not in done.stdout, done.stdout
     assert "run-b" not in done.stdout, done.stdout
+
+
+@landlock
+@namespaces
+def test_another_processes_view_of_the_scratch_directory_is_out_of_reach(tmp_path: Path) -> None:
+    """The cover is in the command's namespace only: the runtime (here, the launcher's
+    parent) and other runs' processes still show the whole scratch directory through
+    ``/proc/<pid>/root`` and ``/proc/<pid>/cwd``. The ptrace check ``/proc`` makes there
+    refuses the command, even without a PID namespace of its own (review, session 26): three
+    guards, each enough alone (Landlock's domain scope; a user namespace of the command's
+    own; as root, its dropped capabilities), so no one of them removed makes this fail."""
+    scratch = tmp_path / "subagents-shells-x"
+    for run in ("run-a", "run-b"):
+        (scratch / run).mkdir(parents=True)
+    (scratch / "run-b" / "out").write_text("the-other-runs-output")
+    look = f"cat /proc/$PPID/root{scratch}/run-b/out /proc/$PPID/cwd/out"
+    argv = [sys.executable, "-I", "-S", LAUNCHER, "--private-shm", "--own-scratch", str(scratch)]
+    argv += ["--write", str(scratch / "run-a"), "--", "sh", "-c", look]
+    parent = f"{shlex.join(argv)}; true"  # (not exec'd: the command's parent, in run-b)
+    done = subprocess.run(
+        ["sh", "-c", parent], cwd=scratch / "run-b",
+        capture_output=True, text=True, timeout=WAIT, check=False,
+    )  # fmt: skip
+    assert "the-other-runs-output" not in done.stdout, done
+    assert done.stderr.count("Permission denied") == 2, done
