@@ -28,6 +28,12 @@ APPROVED = "Your plan is approved: you have left plan mode"
 """How an approved ExitPlanMode's answer begins (what ``approved_in`` looks for)."""
 
 
+def held_to_plan(ceiling: Iterable[PermissionGrant]) -> PermissionGrant | None:
+    """The requester that holds a run to plan mode for good (one of its requesters is in
+    plan mode: no approval takes it out, ``target_mode``), or None."""
+    return next((grant for grant in requesters(ceiling) if grant.mode == "plan"), None)
+
+
 def target_mode(
     runtime_mode: Mode, spec: AgentSpec, ceiling: Sequence[PermissionGrant]
 ) -> tuple[Mode | None, str]:
@@ -35,13 +41,13 @@ def target_mode(
     definition's ``permissionMode`` if not plan, else the runtime's (the one that spawned its
     tree, kept in its ceiling) if not plan, else ``default``; no wider than any mode above
     it. (None, why) when a requester holds it to plan mode."""
-    for grant in requesters(ceiling):
-        if grant.mode == "plan":
-            return None, (
-                f"the requesting run {grant.agent} ({grant.run_id}) is in plan mode, and a run"
-                " may do no more than the runs that requested it: you stay in plan mode. End"
-                " your turn with the plan as your answer; your requester acts on it"
-            )
+    grant = held_to_plan(ceiling)
+    if grant is not None:
+        return None, (
+            f"the requesting run {grant.agent} ({grant.run_id}) is in plan mode, and a run"
+            " may do no more than the runs that requested it: you stay in plan mode. End"
+            " your turn with the plan as your answer; your requester acts on it"
+        )
     spawned_by = next((g.mode for g in ceiling if g.agent == RUNTIME), None)
     wanted = (spec.permission_mode, spawned_by or runtime_mode)
     mode: Mode = next(

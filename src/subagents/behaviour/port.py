@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from subagents.behaviour.plan_exit import held_to_plan
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.worktrees import WorktreeReport, Worktrees, isolation_of
 from subagents.logs import get_logger
@@ -239,10 +240,13 @@ class AgentEnv:
     def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
         """The workspace of one run: the runtime's, or for a definition with ``isolation:
         worktree`` the run's own git worktree (``ValueError`` for an unknown isolation,
-        ``WorktreeError`` when no worktree can be made)."""
+        ``WorktreeError`` when no worktree can be made). A run a requester holds to plan
+        mode (a ``plan`` run's child: ``held_to_plan``) gets none: it can never write, so a
+        worktree bought it nothing but a branch, a checkout and an ``info/exclude`` line
+        (session 26); it reads the runtime's workspace."""
         if self.workspace is None:
             self.workspace = Workspace(os.getcwd())
-        if isolation_of(spec) == "worktree":
+        if isolation_of(spec) == "worktree" and held_to_plan(record.ceiling) is None:
             if self.worktrees is None:
                 self.worktrees = Worktrees(self.workspace.root)
             tree = self.worktrees.create(record.run_id, spec.name, sandbox=self.sandbox)

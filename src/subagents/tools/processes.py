@@ -54,7 +54,7 @@ from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
 from subagents.tools.run_starts import RunEnding, RunStarts
-from subagents.tools.sandbox import RunSandbox
+from subagents.tools.sandbox import RUN_DIR, SCRATCH, RunSandbox
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
 
 TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
@@ -136,7 +136,7 @@ class ProcessGroups:
         if self._closed:
             raise RuntimeError("the runtime is closed: no process may start")
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-", dir=self.scratch_root))
+            self._dir = Path(tempfile.mkdtemp(prefix=SCRATCH, dir=self.scratch_root))
         return self._dir
 
     def run_dir(self, run_id: str) -> Path:
@@ -144,7 +144,7 @@ class ProcessGroups:
         sandbox; their output files too, written by ``_relay``: a command's own output is a
         pipe, so ``> /dev/stderr`` works): made on first use, removed when the run ends
         (``kill_run``)."""
-        path = self.scratch() / f"run-{_safe(run_id)}"
+        path = self.scratch() / f"{RUN_DIR}{_safe(run_id)}"
         path.mkdir(mode=0o700, exist_ok=True)
         return path
 
@@ -374,7 +374,7 @@ class ProcessGroups:
         for process in leftovers:
             self.kill(process, reason)
         if self._dir is not None:
-            shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
+            shutil.rmtree(self._dir / f"{RUN_DIR}{_safe(run_id)}", ignore_errors=True)
         return running
 
     def kill_all(self, reason: str = "runtime closed") -> None:

@@ -298,7 +298,9 @@ class RunSandbox:
         ``reap``: the reaper's flags (``reaper``: the launcher then holds what it starts, as
         its PID namespace's init unless the runtime's environment has
         ``SUBAGENTS_PID_NAMESPACE=0``: ``reaper_ns``). ``SandboxRefused`` when no process may
-        start."""
+        start. A run's own directory in the runtime's scratch one (``ProcessGroups.run_dir``:
+        Bash commands', hooks') is all the command sees of that one: other runs' output is
+        out of its reach (``sandbox_shm.keep_own``) where it has a namespace of its own."""
         if self.refusal is not None:
             raise SandboxRefused(self.refusal)
         if not self.landlock:
@@ -316,6 +318,8 @@ class RunSandbox:
             head += ["--private-shm", "--shm-size", str(self.shm_size)]
             for hidden in self.hidden:
                 head += ["--hide", hidden]
+            if temp_dir.name.startswith(RUN_DIR) and temp_dir.parent.name.startswith(SCRATCH):
+                head += ["--own-scratch", str(temp_dir.parent)]  # (sandbox_shm.keep_own)
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]
@@ -409,6 +413,10 @@ libraries and configuration, and this Python's (paths that do not exist are skip
 
 LAUNCHER = sandbox_exec.__file__
 """The launcher, run by path (``python -I -S``): it imports nothing but the standard library."""
+SCRATCH = "subagents-shells-"
+"""The prefix of the runtime's scratch directory (``ProcessGroups.scratch``), which holds
+every run's own temporary one (named ``RUN_DIR`` + the run's id): its commands' output."""
+RUN_DIR = "run-"
 
 UNSANDBOXED = Sandbox(enabled=False, abi=0)
 """No Landlock (a ToolContext made by hand, ``Runtime(sandbox=False)``): the environment is

@@ -1,7 +1,7 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...]
+        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]... [--own-scratch DIR]]
         [(--status-fd N | --status-path P) [--linger] [--detach] [--no-pid-namespace]]
         -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
@@ -36,6 +36,9 @@ write, in every mode: POSIX
 semaphores and shared memory (``multiprocessing``) work without reaching the machine's.
 ``--hide`` files (the run store's) are then covered, in that namespace only, with an empty
 file the command cannot read (``sandbox_shm.hide``): reads are not restricted otherwise.
+``--own-scratch`` DIR (the runtime's scratch directory; the last ``--write`` directory is the
+run's own, in it) is covered there with an empty tmpfs but for the run's own directory
+(``sandbox_shm.keep_own``): no other run's command output is in reach.
 Where that is not allowed, the command runs as without the flag, but with ``--hide``
 (the runtime's probe made a namespace, so this launch should have) it does not run.
 ``--probe-private-shm`` prints ``ok`` or why not (how the runtime asks once).
@@ -291,13 +294,16 @@ def sibling(name: str) -> ModuleType:
     return __import__(name)
 
 
-def private_shm(writable: list[str], size: int | None, hidden: list[str], *, pid: bool) -> bool:
+def private_shm(
+    writable: list[str], size: int | None, hidden: list[str], *, pid: bool, scratch: str | None
+) -> bool:
     """Give this process a ``/dev/shm`` of its own (of ``size`` bytes at most, None: the
-    default) and add it to ``writable``, and cover the ``hidden`` files with an empty one;
+    default) and add it to ``writable``, and cover the ``hidden`` files with an empty one,
+    and ``scratch`` but for the run's own directory (the last of ``writable``);
     as before when the system does not allow it (``OSError`` when it broke half-way, or
-    a file could not be covered, or there are ``hidden`` files: the runtime asks for
-    them only where its probe made a namespace, so a launch that could not make one now
-    (a user's namespaces used up) must not run the command with the store in reach).
+    a file could not be covered, or there are ``hidden`` files or a ``scratch``: the runtime
+    asks for them only where its probe made a namespace, so a launch that could not make one
+    now (a user's namespaces used up) must not run the command with them in reach).
     With ``pid``, a new PID namespace too where allowed (``reaper_ns``): whether it was."""
     shm = sibling("sandbox_shm")
     libc = _libc()
@@ -308,10 +314,13 @@ def private_shm(writable: list[str], size: int | None, hidden: list[str], *, pid
             raise OSError(f"could not make the command's namespaces: {why}")  # safely
         why = shm.enter(libc, size or shm.SIZE)  # refused with a PID namespace: without
     if why is None:
+        if scratch is not None and writable:
+            shm.keep_own(libc, scratch, writable[-1])
         writable.append(shm.SHM)
         shm.hide(libc, hidden)
-    elif hidden:  # the runtime's probe made one: run nothing with the store in reach
-        raise OSError(f"could not hide the run store from it: {why}")
+    elif hidden or scratch is not None:  # the probe made one: nothing runs with them in reach
+        what = "the run store" if hidden else "other runs' scratch files"
+        raise OSError(f"could not hide {what} from it: {why}")
     return entered
 
 
@@ -380,6 +389,10 @@ def _status_fifo(path: str) -> int:
         raise SystemExit(FAILED_EXIT) from None
 
 
+_VALUED = ("--write", "--read", "--abi", "--shm-size", "--hide", "--own-scratch")
+"""The flags followed by a value."""
+
+
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring), restrict, exec; the exit code on failure."""
     writable: list[str] = []
@@ -389,7 +402,7 @@ def main(argv: list[str]) -> int:
     abi = KNOWN_ABI
     shm = False
     shm_size: int | None = None
-    hidden: list[str] = []
+    listed: dict[str, list[str]] = {"--write": writable, "--hide": [], "--own-scratch": []}
     if argv == ["--probe-private-shm"]:
         return probe_private_shm()
     argv, linger, detached, own_namespace, status_fd = _reaper_flags(argv)
@@ -401,9 +414,9 @@ def main(argv: list[str]) -> int:
             read_only = read_only or flag == "--read-only"
             shm = shm or flag == "--private-shm"
             i += 1
-        elif flag in ("--write", "--read", "--abi", "--shm-size", "--hide") and i + 1 < len(argv):
-            if flag in ("--write", "--hide"):
-                (writable if flag == "--write" else hidden).append(argv[i + 1])
+        elif flag in _VALUED and i + 1 < len(argv):
+            if flag in listed:
+                listed[flag].append(argv[i + 1])
             elif flag == "--read":
                 readable = [*(readable or []), argv[i + 1]]
             elif flag == "--shm-size":
@@ -426,7 +439,8 @@ def main(argv: list[str]) -> int:
     try:
         abi = min(abi, KNOWN_ABI, kernel_abi())
         limits = sibling("sandbox_syscalls")
-        pid = _namespaces(writable, shm, shm_size, hidden, pid=reaper is not None and own_namespace)
+        own_pid = reaper is not None and own_namespace
+        pid = _namespaces(writable, shm, shm_size, listed, pid=own_pid)
         listing = _hold(reaper, status_fd, detached, pid)  # before Landlock: /proc
         restrict(writable, network=network, abi=abi, readable=readable)
         limit_syscalls(limits, read_only=read_only, network=network)
@@ -442,14 +456,16 @@ def main(argv: list[str]) -> int:
 
 
 def _namespaces(
-    writable: list[str], shm: bool, size: int | None, hidden: list[str], *, pid: bool
+    writable: list[str], shm: bool, size: int | None, listed: dict[str, list[str]], *, pid: bool
 ) -> bool:
     """The command's namespaces, made before Landlock (which forbids mounting): its private
-    ``/dev/shm``'s (``private_shm``, with a PID namespace where ``pid``), or with ``pid``
+    ``/dev/shm``'s (``private_shm``, with the ``--hide`` files and the ``--own-scratch``
+    directory of ``listed``, with a PID namespace where ``pid``), or with ``pid``
     a PID namespace alone where no user namespace is needed (root: ``reaper_ns.unshare``);
     whether a PID namespace was made."""
     if shm:
-        return private_shm(writable, size, hidden, pid=pid)
+        scratch = listed["--own-scratch"][-1] if listed["--own-scratch"] else None
+        return private_shm(writable, size, listed["--hide"], pid=pid, scratch=scratch)
     return pid and bool(sibling("reaper_ns").unshare(_libc()))
 
 

@@ -20,7 +20,10 @@ tree, the seccomp filter denies ``mount``, ``unshare`` and ``setns``
 
 The same namespace keeps the run store from the command (``hide``): reads are not
 restricted in the sandbox, so each of the store's files is covered there by an empty one
-the command may not read, which the runtime and every other process never see.
+the command may not read, which the runtime and every other process never see. It keeps
+other runs' command output from it too (``keep_own``, session 26): the runtime's scratch
+directory (every run's ``TMPDIR``, where its commands' output files are) is covered with an
+empty tmpfs there, and only the run's own directory is bound back.
 
 Where the kernel or the container forbids it (user namespaces off, Ubuntu's AppArmor
 restriction, no ``CAP_SYS_ADMIN``), ``enter`` says why and the launcher goes on as before:
@@ -169,6 +172,29 @@ def hide(libc: ctypes.CDLL, files: list[str]) -> None:
                 raise OSError(code, f"covering {path}: {os.strerror(code)}")
 
 
+def keep_own(libc: ctypes.CDLL, scratch: str, own: str) -> None:
+    """Cover ``scratch`` (the runtime's directory of every run's temporary one, where their
+    commands' output files are) with an empty tmpfs in this process's mount namespace (after
+    ``enter``), wherever its file system shows it (``_other_names``), and bind ``own`` (the
+    run's own directory, directly in it) back at its place: the command reads and writes its
+    own files as before and sees no other run's (a ``plan`` run read a sibling's background
+    shell output there: session 26). ``OSError`` when that could not be done (the launcher
+    then runs nothing)."""
+    if os.path.dirname(own.rstrip("/")) != scratch.rstrip("/"):
+        raise OSError(errno.EINVAL, f"{own} is not a directory directly in {scratch}")
+    fd = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # reached before covered
+    try:
+        options = b"mode=0700,size=65536,nr_inodes=16"
+        for path in (scratch, *_other_names(scratch, _mount_table())):
+            if libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+                raise OSError(ctypes.get_errno(), _fail(f"covering {path}"))
+        os.mkdir(own, 0o700)
+        if libc.mount(f"/proc/self/fd/{fd}".encode(), own.encode(), None, MS_BIND, None) != 0:
+            raise OSError(ctypes.get_errno(), _fail(f"binding {own} back"))
+    finally:
+        os.close(fd)
+
+
 def _unescape(field: str) -> str:
     """A path of ``/proc/self/mountinfo`` (space, tab, newline, backslash written octal)."""
     for code in ("\\040", "\\011", "\\012", "\\134"):
@@ -191,7 +217,10 @@ def _other_names(path: str, mounts: list[tuple[str, str, str]]) -> list[str]:
     bind mount of a directory above it, a container's volume mounted twice): a cover on
     ``path`` alone left it readable there (seen). Found in this namespace's mount table,
     each checked to be that very file (device and inode) before anything is covered (a
-    mount over a path of it shows another file there: not covered)."""
+    mount over a path of it shows another file there: not covered). ``path`` is resolved
+    first: the mount table names no symlink, so a scratch directory reached through one (a
+    ``TMPDIR`` that is a symlink) left its other names uncovered (review, session 26)."""
+    given, path = path, os.path.realpath(path)
     try:
         real = os.stat(path)
     except OSError:
@@ -209,7 +238,7 @@ def _other_names(path: str, mounts: list[tuple[str, str, str]]) -> list[str]:
     for root, at in same:
         if within.startswith(root.rstrip("/") + "/"):
             name = at.rstrip("/") + within[len(root.rstrip("/")) :]
-            if name != path and _is(name, real):
+            if name not in (path, given) and _is(name, real):
                 names.append(name)
     return names
 
