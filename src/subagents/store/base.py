@@ -56,6 +56,28 @@ class UnsureWrite(StoreError):
     (``actors.outage``: a root's end in such a write is told as the store keeps it)."""
 
 
+class AlreadyEnded(StoreError):
+    """A run's end written over a run the store keeps ended with another end (a status or
+    an end time of its own): refused, in the write's own transaction, and nothing of that
+    transaction kept (its events with it). Whichever end lands first is the run's one: a
+    late ``COMMIT`` of an end its writer took for lost (``UnsureWrite``) after a recovery
+    recorded the run failed, or a recovery's over an end that landed late, each the other.
+    ``key``: the run's id, when known. A record saved again with its end unchanged (the
+    same status and end time) is no second end and is kept."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def second_end(run_id: str, kept: str, written: str) -> str:
+    """Why an end ``written`` over run ``run_id``, kept ``kept``, is refused."""
+    return (
+        f"run {run_id} ended already ({kept}): a second end ({written}) is refused, and"
+        " nothing of its transaction is kept"
+    )
+
+
 class DamagedRow(StoreError):
     """A row that is there but does not read as its record (hand-edited, written by a
     tool that knows nothing of its schema): that row is at fault, not the store, which
