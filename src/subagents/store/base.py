@@ -44,6 +44,12 @@ class MailRecording(enum.StrEnum):
     """No mail goes straight: the supervisor decides and records every one first."""
 
 
+READ_SLICE = 1000
+"""How many ids a caller of a read by ids (``get_runs``) passes at once: one statement (one
+round trip to a server, one call to the cluster's head) reads that many, and no statement
+grows past what a database takes in one."""
+
+
 class StoreError(Exception):
     """The store cannot do what was asked (corrupt file, newer schema, full disk...)."""
 
@@ -147,6 +153,12 @@ class RunStore(Protocol):
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The record of ``run_id``; None if the store has none."""
+        ...
+
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        """The records of those of ``run_ids`` the store has, by id: one read for them all
+        (a recovery checking thousands of runs: ``actors.owed``), not one each. A caller
+        with very many ids reads them a slice at a time (``READ_SLICE``)."""
         ...
 
     def list_runs(

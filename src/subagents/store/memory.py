@@ -218,6 +218,11 @@ class MemoryStore(RunStore):
         with self._lock:
             return self._runs.get(run_id)
 
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        runs = self._runs
+        with self._lock:
+            return {r: runs[r] for r in run_ids if r in runs}
+
     def list_runs(
         self,
         *,

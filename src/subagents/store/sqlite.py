@@ -46,7 +46,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
+from subagents.store.base import READ_SLICE, DamagedRow, MailRecording, RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
@@ -268,6 +268,20 @@ class SQLiteStore(RunStore):
             "SELECT record FROM runs WHERE run_id = ?", (run_id,), f"reading run {run_id}"
         )
         return self._tx.decode(_run_decoder, rows[0][0], "runs", run_id) if rows else None
+
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        ids = list(dict.fromkeys(run_ids))
+        found: dict[str, RunRecord] = {}
+        for at in range(0, len(ids), READ_SLICE):  # (SQLite's bound on a statement's values)
+            part = ids[at : at + READ_SLICE]
+            rows = self._tx.read(
+                f"SELECT run_id, record FROM runs WHERE run_id IN ({_marks(len(part))})",
+                tuple(part),
+                f"reading {len(part)} runs",
+            )
+            for run_id, raw in rows:
+                found[run_id] = self._tx.decode(_run_decoder, raw, "runs", run_id)
+        return found
 
     def list_runs(
         self,
