@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, rounded
-
 from subagents.actors.owed import still_owed
 from subagents.messages import RunRecord, RunStatus
 from subagents.store.base import RunStore
@@ -96,7 +95,12 @@ def _measure(store: RunStore, n: int, repeat: int) -> dict[str, Any]:
         best = min(best, time.perf_counter() - started)
         reads = counted.reads
         assert owed.writes == [], "every run is kept ended: nothing is owed"
-    return {"n": n, "best_s": rounded(best), "per_run_us": rounded(best / n * 1e6, 2), "reads": reads}
+    return {
+        "n": n,
+        "best_s": rounded(best),
+        "per_run_us": rounded(best / n * 1e6, 2),
+        "reads": reads,
+    }
 
 
 @contextlib.contextmanager

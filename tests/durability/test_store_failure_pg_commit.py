@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pgserver import PgServer
+from run_ends import ends_of
 from subagents import FunctionAgent, Runtime
 from subagents.behaviour.function import AgentContext
 from subagents.messages import EventKind, RunStatus
@@ -21,13 +22,6 @@ from subagents.store.postgres import PostgresStore
 from tcp_cut import CommitCutter
 
 WAIT = 60.0
-ENDS = {
-    EventKind.COMPLETED,
-    EventKind.FAILED,
-    EventKind.CANCELLED,
-    EventKind.TIMED_OUT,
-    EventKind.BUDGET_EXCEEDED,
-}
 
 
 def _answer(ctx: AgentContext) -> str:
@@ -57,7 +51,7 @@ def test_a_roots_end_in_a_lost_commit_is_told_as_the_database_keeps_it(
         kept = RunStatus.COMPLETED if applied else RunStatus.FAILED
         assert record is not None and record.status is kept
         assert outcome.status is kept and attached.status is kept, outcome
-        ends = [e.kind for e in store.events(handle.run_id) if e.kind in ENDS]
+        ends = ends_of(store, handle.run_id)
         assert ends == [EventKind(kept.value)]  # recorded once
         assert again.status is RunStatus.COMPLETED
         if applied:
@@ -97,7 +91,7 @@ def test_a_late_commit_of_a_roots_end_after_the_recovery_recorded_it_is_refused(
     try:
         record = store.get_run(handle.run_id)
         assert record is not None and record.status is RunStatus.FAILED
-        ends = [e.kind for e in store.events(handle.run_id) if e.kind in ENDS]
+        ends = ends_of(store, handle.run_id)
         assert ends == [EventKind.FAILED]  # one end, the one that landed first
         assert outcome.status is RunStatus.FAILED and outcome.error is not None
         assert "may or may not be recorded" not in outcome.error  # told once recorded

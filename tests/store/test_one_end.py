@@ -17,11 +17,10 @@ import msgspec
 import pytest
 from storekit import event, run
 
+from run_ends import ends_of
 from subagents.messages import EventKind, RunRecord, RunStatus
 from subagents.store.base import AlreadyEnded, RunStore, StoreError
 from subagents.store.writes import AppendEvent, SaveRun, write_all
-
-ENDS = {EventKind.COMPLETED, EventKind.FAILED}
 
 
 def _end(record: RunRecord, status: RunStatus, at: float) -> RunRecord:
@@ -53,7 +52,7 @@ def _a_second_end_is_refused(
     assert isinstance(refused.value, StoreError)
     kept = store.get_run("r1")
     assert kept is not None and kept.status is RunStatus.COMPLETED and kept.ended_at == 10.0
-    ends = [e.kind for e in store.events("r1") if e.kind in ENDS]
+    ends = ends_of(store, "r1")
     assert ends == [EventKind.COMPLETED]  # the refused end's event went with it
     other = store.get_run("other")
     assert other is not None and other.label == "before"  # (nothing of its batch is kept)
@@ -135,7 +134,7 @@ def test_an_end_waiting_for_the_row_of_an_end_that_lands_is_refused(pg_url: str)
         assert failed[0].key == "r1"
         kept = store.get_run("r1")
         assert kept is not None and kept.status is RunStatus.COMPLETED
-        assert [e.kind for e in store.events("r1") if e.kind in ENDS] == [EventKind.COMPLETED]
+        assert ends_of(store, "r1") == [EventKind.COMPLETED]
     finally:
         late.close()
         store.close()
