@@ -207,8 +207,7 @@ class MemoryStore(RunStore):
                 raise
 
     def save_run(self, record: RunRecord) -> None:
-        """An end over another end is refused (``AlreadyEnded``)."""
-        with self._lock:
+        with self._lock:  # (an end over another end: refused, ``AlreadyEnded``)
             kept = self._runs.get(record.run_id) if record.status.terminal else None
             if kept is not None and kept.status.terminal:
                 _refuse_second_end(kept, record)
