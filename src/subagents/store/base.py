@@ -46,8 +46,8 @@ class MailRecording(enum.StrEnum):
 
 READ_SLICE = 1000
 """How many ids a caller of a read by ids (``get_runs``) passes at once: one statement (one
-round trip to a server, one call to the cluster's head) reads that many, and no statement
-grows past what a database takes in one."""
+round trip to a server, one call to the cluster's head) reads that many; a store whose
+database takes fewer values a statement splits them further (an old SQLite's 999)."""
 
 
 class StoreError(Exception):

@@ -46,7 +46,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import READ_SLICE, DamagedRow, MailRecording, RunStore, StoreError
+from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
@@ -180,13 +180,17 @@ def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
         raise translate(exc, path, "opening the store") from exc
 
 
+_IDS_A_STATEMENT = 500
+"""Ids per ``get_runs`` statement: SQLite before 3.32 (Ubuntu 20.04's, RHEL 8's) takes at
+most 999 values a statement, fewer than a caller's ``READ_SLICE``."""
+
+
 def _read_runs(tx: Transactions, run_ids: Collection[str]) -> dict[str, RunRecord]:
-    """``SQLiteStore.get_runs``: ``READ_SLICE`` ids a statement (SQLite bounds a statement's
-    values; how many depends on its build)."""
+    """``SQLiteStore.get_runs``: ``_IDS_A_STATEMENT`` ids a statement."""
     ids = list(dict.fromkeys(run_ids))
     found: dict[str, RunRecord] = {}
-    for at in range(0, len(ids), READ_SLICE):
-        part = ids[at : at + READ_SLICE]
+    for at in range(0, len(ids), _IDS_A_STATEMENT):
+        part = ids[at : at + _IDS_A_STATEMENT]
         rows = tx.read(
             f"SELECT run_id, record FROM runs WHERE run_id IN ({_marks(len(part))})",
             tuple(part),
