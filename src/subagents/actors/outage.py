@@ -195,9 +195,12 @@ class Outage:
         self.read = False  # (memory's guess: a run whose end was lost may not be in it)
         roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
         told = self.failure if self.for_good else self.failure + UNRECORDED
-        # a write that may have been committed: its roots' ends are told as the store keeps
-        # them, once it can be read (told failed now, one kept ended told two things)
-        self.unsure = tuple(ended) if isinstance(exc, UnsureWrite) and not self.for_good else ()
+        # a write that may have been committed, or one refused because a run of it was
+        # ended meanwhile by another writer (``AlreadyEnded``: that end stands): its roots'
+        # ends are told as the store keeps them, once it can be read (told failed now, one
+        # kept ended told two things)
+        told_later = isinstance(exc, UnsureWrite | AlreadyEnded) and not self.for_good
+        self.unsure = tuple(ended) if told_later else ()
         self._unsure_until = time.monotonic() + UNSURE_HOLD_S
         for run_id in dict.fromkeys([*ended, *roots]):
             if run_id in self.unsure:
