@@ -320,8 +320,15 @@ def v13_to_v14(conn: sqlite3.Connection) -> None:
         f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
         WHEN {_ended("old")} AND {_ended("new")}
             AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
-        BEGIN SELECT RAISE(ABORT, "{SECOND_END}"); END"""
+        BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
     )
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (single quotes, a quote doubled): a double-quoted
+    one is an identifier, which SQLite 3.47+ reads as an expression in ``RAISE`` and a build
+    without double-quoted strings (``SQLITE_DQS=0``) refuses."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 MIGRATIONS: tuple[Migration, ...] = (
