@@ -328,3 +328,22 @@ def _inside_a_transaction(where: str | os.PathLike[str]) -> bool:
     finally:
         conn.close()
     return False
+
+
+def waiting_for_a_lock(url: str) -> bool:
+    """Whether a session of ``url``'s database waits for a lock another one holds."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE NOT l.granted AND a.datname = current_database()"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def wait_for_lock(url: str, what: str) -> None:
+    """Until a session of ``url``'s database waits for a lock (``what``: for the error)."""
+    from polling import wait_until
+
+    wait_until(lambda: waiting_for_a_lock(url), what)

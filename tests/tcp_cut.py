@@ -11,6 +11,12 @@ marker and then a ``COMMIT``:
   (``CommandComplete`` ``COMMIT``), which the client never gets: the server committed;
 - else it cuts before forwarding the ``COMMIT``: the server rolls the transaction back.
 
+- ``late``: it cuts the client's side before forwarding, and holds the transaction's last
+  statements and its ``COMMIT`` with the server's side open (the server keeps the
+  transaction open, idle) until ``release()``: then it forwards them, as a ``COMMIT`` still
+  on its way when the client gave up, and notes the server's answer (``landed`` is set,
+  ``answer`` is ``"committed"`` or the server's error), which nobody is there to read.
+
 Either way the client sees the connection closed with its ``COMMIT`` sent. ``cut`` is set
 once it happened; every connection after it is forwarded untouched.
 """
@@ -18,6 +24,7 @@ once it happened; every connection after it is forwarded untouched.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 
@@ -36,6 +43,11 @@ class CommitCutter:
         self._lock = threading.Lock()
         self._marker: bytes | None = None
         self._applied = False
+        self._late = False
+        self._release = threading.Event()
+        self.landed = threading.Event()
+        self.answer: str | None = None
+        """What the server answered a late ``COMMIT`` (``late``), once ``landed``."""
         self.cut = threading.Event()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="commit-cutter").start()
@@ -46,9 +58,13 @@ class CommitCutter:
         assert host_port in server_url, server_url
         return server_url.replace(host_port, f"127.0.0.1:{self.port}")
 
-    def arm(self, marker: bytes, *, applied: bool) -> None:
+    def arm(self, marker: bytes, *, applied: bool = False, late: bool = False) -> None:
         with self._lock:
-            self._marker, self._applied = marker, applied
+            self._marker, self._applied, self._late = marker, applied, late
+
+    def release(self) -> None:
+        """A ``late`` transaction's rest and ``COMMIT`` go to the server now."""
+        self._release.set()
 
     def close(self) -> None:
         self._closed = True
@@ -63,12 +79,12 @@ class CommitCutter:
             server = socket.create_connection(self.target)
             _Link(self, client, server).start()
 
-    def _take(self) -> tuple[bytes, bool] | None:
+    def _take(self) -> tuple[bytes, bool, bool] | None:
         """The marker to watch for on a connection (once cut: none)."""
         with self._lock:
             if self._marker is None or self.cut.is_set():
                 return None
-            return self._marker, self._applied
+            return self._marker, self._applied, self._late
 
 
 class _Link:
@@ -78,6 +94,8 @@ class _Link:
         self.proxy, self.client, self.server = proxy, client, server
         self.sent = bytearray()  # what the client sent since the proxy was armed
         self.committing = False  # the marked transaction's COMMIT went to the server
+        self.late = False  # the client is gone; the server gets the COMMIT on release
+        self.held = bytearray()  # (late) what the client sent from the marker on
         self.dead = False
 
     def start(self) -> None:
@@ -106,9 +124,15 @@ class _Link:
                 break
             armed = self.proxy._take()
             if armed is not None and not self.committing:
-                marker, applied = armed
+                marker, applied, late = armed
                 self.sent += chunk
                 at = self.sent.find(marker)
+                if late and at >= 0:  # from the marker on, nothing goes before the release
+                    self.held += chunk
+                    if self.sent.find(_COMMIT, at) >= 0:
+                        self._hold()
+                        return
+                    continue
                 if at >= 0 and self.sent.find(_COMMIT, at) >= 0:
                     if not applied:
                         self._kill()
@@ -120,8 +144,27 @@ class _Link:
                 break
         self._end()
 
+    def _hold(self) -> None:
+        """``late``: the client's side cut now, what it sent from the marker on (the rest of
+        the transaction and its ``COMMIT``, which the client sends without waiting for
+        answers: one pipeline) sent to the server once released; ``_down`` reads its
+        answer."""
+        self.late = True
+        self.proxy.cut.set()  # (before the client can connect again: that link is not armed)
+        with contextlib.suppress(OSError):
+            self.client.shutdown(socket.SHUT_RDWR)
+        self.client.close()
+        self.proxy._release.wait()
+        try:
+            self.server.sendall(self.held)
+        except OSError as exc:
+            self.proxy.answer = f"not sent: {exc}"
+            self.proxy.landed.set()
+            self._close()
+
     def _down(self) -> None:
         """Server to client; the answer to the marked ``COMMIT`` never delivered."""
+        answer = bytearray()
         while not self.dead:
             try:
                 chunk = self.server.recv(65536)
@@ -129,6 +172,15 @@ class _Link:
                 break
             if not chunk:
                 break
+            if self.late:  # nobody to deliver it to: what the server said is noted
+                answer += chunk
+                said = _answer_of(bytes(answer))
+                if said is not None:
+                    self.proxy.answer = said
+                    self.proxy.landed.set()
+                    self._close()
+                    return
+                continue
             if self.committing and _COMMIT in chunk:
                 self._kill()
                 return
@@ -141,3 +193,29 @@ class _Link:
     def _end(self) -> None:
         if not self.dead:
             self._close()
+
+
+def _answer_of(stream: bytes) -> str | None:
+    """What the server's messages in ``stream`` say of a transaction's end: ``committed``
+    (the ``CommandComplete`` of its ``COMMIT``), the message of its first error
+    (``ErrorResponse``), or None while neither has come. Found by their bytes, not read
+    message by message: ``stream`` may begin inside the answer to a statement forwarded
+    before the hold."""
+    if _COMMIT_DONE in stream:
+        return "committed"
+    found = _ERROR.search(stream)
+    if found is None:
+        return None
+    length = int.from_bytes(found.group(1), "big")
+    body = stream[found.start() + 5 : found.start() + 1 + length]
+    if len(body) < length - 4:
+        return None  # (the rest of it is still on its way)
+    fields = {f[:1]: f[1:] for f in body.split(b"\x00") if f}
+    return fields.get(b"M", b"an error").decode(errors="replace")
+
+
+_COMMIT_DONE = b"C" + (4 + len(_COMMIT)).to_bytes(4, "big") + _COMMIT
+"""The server's ``CommandComplete`` of a ``COMMIT``."""
+
+_ERROR = re.compile(rb"E(.{4})SERROR\x00", re.DOTALL)
+"""The start of an ``ErrorResponse`` (its length, then its severity field)."""

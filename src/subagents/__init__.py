@@ -100,6 +100,7 @@ _EXPORTS = {
     # stores
     "RunStore": "subagents.store.base",
     "StoreError": "subagents.store.base",
+    "AlreadyEnded": "subagents.store.base",
     "DamagedRow": "subagents.store.base",
     "Fenced": "subagents.store.base",
     "StoreBusy": "subagents.store.base",
@@ -129,6 +130,7 @@ __all__ = [
     "AdmissionError",
     "AgentContext",
     "AgentSpec",
+    "AlreadyEnded",
     "AnthropicModel",
     "Approval",
     "ApprovalRecord",
@@ -282,6 +284,7 @@ if TYPE_CHECKING:
     )
     from subagents.store.approvals import ApprovalRefused
     from subagents.store.base import (
+        AlreadyEnded,
         DamagedRow,
         Fenced,
         MailRecording,

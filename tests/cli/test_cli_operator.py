@@ -18,6 +18,7 @@ import pytest
 from clikit import DEADLINE_S, Cli, by_agent, finish
 
 from subagents.cli.since import SinceError, parse_time
+from subagents.messages import RunStatus
 
 
 class Lines:
@@ -271,6 +272,8 @@ def test_prune_after_an_infinite_time_is_never(
     with cli.store() as store:  # it ended long ago (the epoch)
         record = store.get_run(run_id)
         assert record is not None
+        # (live again, then its end at the epoch: an end over an end is refused, AlreadyEnded)
+        store.save_run(msgspec.structs.replace(record, status=RunStatus.RUNNING, ended_at=None))
         store.save_run(msgspec.structs.replace(record, created_at=0.0, ended_at=0.0))
     for never in ("inf", "1e999", "9" * 400, "Infinity"):
         kept = cli.json("prune", "--archive-after", never)

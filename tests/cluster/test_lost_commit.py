@@ -128,16 +128,13 @@ def _head_pid(store: Any) -> int | None:
 
 
 def _held_head(name: str, path: str, committed: str, hold: str, applied: bool) -> Any:
-    """A head actor (the real one, ``Head``, with ``head_actor``'s options) whose first write
+    """A head actor (a ``Head``, started by ``head_actor``) whose first write
     that records a run ``completed`` is held while the file ``hold`` is missing (the test
     kills the process first): after it is committed (``applied``), or before. ``committed``,
     a file, says it got there. Files, not ``Gate``s: the test's modules are not importable
     in the head's worker. Ray starts it again as it is (``committed`` exists then: nothing
     more is held)."""
-    import ray
-
-    from subagents.cluster.connect import NAMESPACE
-    from subagents.cluster.head import HEAD_RESOURCE, Head
+    from subagents.cluster.head import Head, head_actor
 
     def held() -> None:
         open(committed, "w").close()
@@ -160,19 +157,7 @@ def _held_head(name: str, path: str, committed: str, hold: str, applied: bool) -
             if now and applied:
                 held()
 
-    return (
-        ray.remote(AnswerHeld)
-        .options(
-            name=name,
-            namespace=NAMESPACE,
-            lifetime="detached",
-            num_cpus=0,
-            resources={HEAD_RESOURCE: 0.001},
-            max_restarts=-1,
-            max_task_retries=0,
-        )
-        .remote(path, 15.0)
-    )
+    return head_actor(name=name, path=path, kind=AnswerHeld)
 
 
 @pytest.mark.parametrize("applied", [True, False], ids=["applied", "not applied"])
@@ -244,10 +229,7 @@ def _twice_held_head(name: str, path: str, marks: str, hold: str) -> Any:
     run ``completed``, before committing it (``marks``/1 says it got there); then its first
     write recording a run ``failed`` (the recovery's), after committing it (``marks``/2).
     Files, not ``Gate``s: the test's modules are not importable in the head's worker."""
-    import ray
-
-    from subagents.cluster.connect import NAMESPACE
-    from subagents.cluster.head import HEAD_RESOURCE, Head
+    from subagents.cluster.head import Head, head_actor
 
     def held(mark: str) -> None:
         with open(f"{mark}.tmp", "w") as f:  # the holder's pid, whole once it is there
@@ -277,19 +259,7 @@ def _twice_held_head(name: str, path: str, marks: str, hold: str) -> Any:
             ):
                 held(second)  # committed, then killed before answering
 
-    return (
-        ray.remote(TwiceLost)
-        .options(
-            name=name,
-            namespace=NAMESPACE,
-            lifetime="detached",
-            num_cpus=0,
-            resources={HEAD_RESOURCE: 0.001},
-            max_restarts=-1,
-            max_task_retries=0,
-        )
-        .remote(path, 15.0)
-    )
+    return head_actor(name=name, path=path, kind=TwiceLost)
 
 
 def _kill_holding(mark: Any) -> None:

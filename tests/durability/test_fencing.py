@@ -33,8 +33,9 @@ from fence_job import gated_agent
 
 from pgserver import stop_outside_a_transaction
 from polling import wait_until
+from run_ends import ends_of
 from subagents import Runtime, ScriptedModel
-from subagents.messages import EventKind, RunStatus
+from subagents.messages import RunStatus
 from subagents.store.base import RunStore
 from subagents.store.leases import Liveness
 from subagents.store.locations import store_location
@@ -43,13 +44,6 @@ from subagents.store.opening import open_location
 JOB = Path(__file__).with_name("fence_job.py")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 RUNS = 4
-ENDS = {
-    EventKind.COMPLETED,
-    EventKind.FAILED,
-    EventKind.CANCELLED,
-    EventKind.TIMED_OUT,
-    EventKind.BUDGET_EXCEEDED,
-}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -155,7 +149,7 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
         assert record is not None
         assert (record.status, record.owner) == (RunStatus.COMPLETED, second_owner)
         assert record.outcome is not None and record.outcome.result == f"done {r.task}"
-        ends = [e for e in store.events(r.run_id) if e.kind in ENDS]
+        ends = ends_of(store, r.run_id)
         assert len(ends) == 1, [e.kind for e in store.events(r.run_id)]  # it ended once
     assert second_owner != first_owner
     told = msgspec.json.decode(out.strip().splitlines()[-1])
@@ -189,5 +183,5 @@ def test_a_runtime_whose_lease_was_taken_records_nothing_of_its_runs_end(
         assert outcome.error is not None and "lost its lease" in outcome.error
     record = store.get_run(handle.run_id)
     assert record is not None and record.status is RunStatus.RUNNING  # left to its taker
-    assert [e.kind for e in store.events(handle.run_id) if e.kind in ENDS] == []
+    assert ends_of(store, handle.run_id) == []
     store.close()

@@ -38,3 +38,21 @@ def test_an_owed_recovery_leaves_out_only_the_runs_the_store_keeps_ended() -> No
     assert len(owed.writes) == len(writes) - 5 and mail in owed.writes
     unchanged = still_owed(Decision(("open",), writes[6:], []), store, {"open"})
     assert unchanged.writes == writes[6:]
+
+
+def test_an_owed_recovery_of_more_runs_than_a_read_takes_reads_each_slice() -> None:
+    """More ended runs than one read takes (``READ_SLICE``): every slice is read, and the
+    runs kept ended in the last one are left out as in the first."""
+    from subagents.store.base import READ_SLICE
+
+    store = MemoryStore()
+    ids = [f"r{i:05d}" for i in range(2 * READ_SLICE + 7)]
+    kept = {ids[0], ids[READ_SLICE + 3], ids[-1]}  # in the first, second and last slice
+    for run_id in ids:
+        store.save_run(_run(run_id))
+    for run_id in kept:
+        apply_writes(store, failed_unheld(_run(run_id), "earlier", 1.0))
+    writes = [w for run_id in ids for w in failed_unheld(_run(run_id), "lost", 2.0)]
+    owed = still_owed(Decision(tuple(ids), writes, []), store, set())
+    about = {w.record.run_id for w in owed.writes if isinstance(w, SaveRun)}
+    assert about == set(ids) - kept

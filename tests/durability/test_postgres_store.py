@@ -31,6 +31,7 @@ from fence_job import gated_agent
 
 from pgserver import PgServer
 from polling import wait_until
+from run_ends import ends_of
 from subagents import AdmissionError, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunStatus
@@ -42,13 +43,6 @@ JOB = Path(__file__).with_name("fence_job.py")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 DOWN = "the database is unreachable|the server closed the connection mid-batch"
 """What a caller is told of the database stopped mid-run."""
-ENDS = {
-    EventKind.COMPLETED,
-    EventKind.FAILED,
-    EventKind.CANCELLED,
-    EventKind.TIMED_OUT,
-    EventKind.BUDGET_EXCEEDED,
-}
 
 
 async def busy(ctx: AgentContext) -> str:
@@ -101,7 +95,7 @@ def test_the_database_stopped_mid_run_fails_the_runs_loses_nothing_and_recovers(
         assert root.outcome is not None and root.outcome.error_kind == "store"
         assert [r for r in store.list_runs() if not r.status.terminal] == []
         for record in store.list_runs():  # and every run ended once
-            ends = [e.kind for e in store.events(record.run_id) if e.kind in ENDS]
+            ends = ends_of(store, record.run_id)
             assert len(ends) == 1, (record.agent, ends)
     finally:
         store.close()
@@ -193,7 +187,7 @@ def test_runtimes_on_one_database_take_only_their_own_or_orphaned_runs(
     )
     for record in store.list_runs():
         assert record.status is RunStatus.COMPLETED
-        ends = [e.kind for e in store.events(record.run_id) if e.kind in ENDS]
+        ends = ends_of(store, record.run_id)
         assert ends == [EventKind.COMPLETED], (record.run_id, ends)
     store.close()
 

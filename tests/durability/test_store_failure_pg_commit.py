@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pgserver import PgServer
+from run_ends import ends_of
 from subagents import FunctionAgent, Runtime
 from subagents.behaviour.function import AgentContext
 from subagents.messages import EventKind, RunStatus
@@ -21,13 +22,6 @@ from subagents.store.postgres import PostgresStore
 from tcp_cut import CommitCutter
 
 WAIT = 60.0
-ENDS = {
-    EventKind.COMPLETED,
-    EventKind.FAILED,
-    EventKind.CANCELLED,
-    EventKind.TIMED_OUT,
-    EventKind.BUDGET_EXCEEDED,
-}
 
 
 def _answer(ctx: AgentContext) -> str:
@@ -57,7 +51,7 @@ def test_a_roots_end_in_a_lost_commit_is_told_as_the_database_keeps_it(
         kept = RunStatus.COMPLETED if applied else RunStatus.FAILED
         assert record is not None and record.status is kept
         assert outcome.status is kept and attached.status is kept, outcome
-        ends = [e.kind for e in store.events(handle.run_id) if e.kind in ENDS]
+        ends = ends_of(store, handle.run_id)
         assert ends == [EventKind(kept.value)]  # recorded once
         assert again.status is RunStatus.COMPLETED
         if applied:
@@ -65,5 +59,42 @@ def test_a_roots_end_in_a_lost_commit_is_told_as_the_database_keeps_it(
         else:
             assert outcome.error is not None and "may or may not" in outcome.error
             assert "not recorded" not in outcome.error  # told once it was recorded
+    finally:
+        store.close()
+
+
+def test_a_late_commit_of_a_roots_end_after_the_recovery_recorded_it_is_refused(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """The ``COMMIT`` of a root's end is still on its way when its client gives up: the
+    connection is cut on the client's side, the transaction stays open at the server, and
+    its writes and ``COMMIT`` reach the server only after the runtime's recovery recorded
+    the root failed. The server refuses that late end (a second one): the run's events hold
+    one end, and its record agrees with them and with what its caller was told. Before, the
+    late ``COMMIT`` landed: the events held ``failed`` then ``completed``, the record said
+    completed, and the caller had been told failed."""
+    cutter = CommitCutter(("127.0.0.1", pg_server.port))
+    try:
+        agents = [FunctionAgent.create("answer", _answer)]
+        with Runtime(agents, store=cutter.url(pg_url), command_poll_s=0.1) as rt:
+            cutter.arm(b"answer-of-late", late=True)  # in the batch of the root's end
+            handle = rt.spawn("answer", "late")
+            outcome = handle.result(timeout=WAIT)  # told once the recovery recorded it
+            assert cutter.cut.is_set() and not cutter.landed.is_set()
+            cutter.release()
+            assert cutter.landed.wait(WAIT), "the late COMMIT's answer"
+            again = rt.run("answer", "again", timeout=WAIT)  # the runtime goes on
+    finally:
+        cutter.close()
+    assert cutter.answer is not None and "a second end (completed) is refused" in cutter.answer
+    store = PostgresStore(pg_url)
+    try:
+        record = store.get_run(handle.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        ends = ends_of(store, handle.run_id)
+        assert ends == [EventKind.FAILED]  # one end, the one that landed first
+        assert outcome.status is RunStatus.FAILED and outcome.error is not None
+        assert "may or may not be recorded" not in outcome.error  # told once recorded
+        assert again.status is RunStatus.COMPLETED
     finally:
         store.close()

@@ -20,13 +20,13 @@ from typing import Any
 import msgspec
 import pytest
 
+from run_ends import ends_of
 from subagents import FunctionAgent, Runtime, SQLiteStore, StoreError, UnsureWrite
 from subagents.actors import outage
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Outcome, RunRecord, RunStatus
+from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
 
 WAIT = 60.0
-TERMINAL = {"completed", "failed", "cancelled", "timed_out", "budget_exceeded"}
 
 
 class LosesAnAnswer(SQLiteStore):
@@ -75,7 +75,7 @@ def test_a_roots_end_in_a_write_of_unknown_fate_is_told_as_the_store_keeps_it(
     kept = RunStatus.COMPLETED if applied else RunStatus.FAILED
     assert record is not None and record.status is kept
     assert outcome.status is kept and attached.status is kept, outcome
-    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    ends = [kind.value for kind in ends_of(store, handle.run_id)]
     assert ends == [kept.value]  # recorded once
     assert again.status is RunStatus.COMPLETED
     if applied:
@@ -126,7 +126,7 @@ def test_a_caller_held_for_a_write_of_unknown_fate_is_told_when_the_store_stays_
     assert outcome.error is not None and "may or may not be recorded" in outcome.error
     record = store.get_run(handle.run_id)
     assert record is not None and record.status is RunStatus.FAILED
-    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    ends = [kind.value for kind in ends_of(store, handle.run_id)]
     assert ends == ["failed"]
     store.close()
 
@@ -174,7 +174,7 @@ def test_a_recoverys_own_write_of_unknown_fate_records_one_end(tmp_path: Path) -
     record = store.get_run(handle.run_id)
     assert record is not None and record.status is RunStatus.FAILED
     assert outcome.status is RunStatus.FAILED, outcome
-    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    ends = [kind.value for kind in ends_of(store, handle.run_id)]
     assert ends == ["failed"]
     assert again.status is RunStatus.COMPLETED
     store.close()
@@ -193,7 +193,7 @@ def test_a_caller_held_for_a_write_of_unknown_fate_is_told_without_an_ask(
         outcome = handle.result(timeout=20.0)
     assert store.lost
     assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
-    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    ends = [kind.value for kind in ends_of(store, handle.run_id)]
     assert ends == ["completed"]
     store.close()
 
@@ -239,7 +239,7 @@ def test_a_caller_held_for_a_write_of_unknown_fate_is_told_once_the_store_reads_
         finally:
             store.refusing = False  # back for writes: the close records what it must
     assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
-    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    ends = [kind.value for kind in ends_of(store, handle.run_id)]
     assert ends == ["completed"]
     store.close()
 
@@ -300,8 +300,75 @@ def test_a_root_a_recovery_owed_leaves_out_is_told_what_the_store_keeps(
     assert not (store.armed or store.hiding or store.losing)  # all three happened
     record = store.get_run(handle.run_id)
     assert record is not None and record.status is RunStatus.COMPLETED
-    ends = [e.kind.value for e in store.events(handle.run_id) if e.kind.value in TERMINAL]
+    ends = [kind.value for kind in ends_of(store, handle.run_id)]
     assert ends == ["completed"]
     assert outcome.status is RunStatus.COMPLETED and outcome.result == "lost", outcome
+    assert again.status is RunStatus.COMPLETED
+    store.close()
+
+
+class EndLandsAfterTheRead(SQLiteStore):
+    """Its batch that saves the outcome ``task`` is lost before it answers (not committed);
+    then the run's end lands through another connection just after the recovery listed the
+    run unfinished, before the recovery writes it failed: a late ``COMMIT`` between the
+    recovery's read and its write."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path)
+        self.task = task
+        self.run_id: str | None = None
+        self.landing = False
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and self.run_id is None:
+            self.run_id, self.landing = outcome.run_id, True
+            raise UnsureWrite("the store was lost before it answered")
+        super().save_outcome(outcome, delivered)
+
+    def list_runs(self, *args: Any, **kwargs: Any) -> list[RunRecord]:
+        records = super().list_runs(*args, **kwargs)
+        if self.landing and kwargs.get("statuses") is not None:
+            self.landing = False
+            self._land(self.run_id or "")
+        return records
+
+    def _land(self, run_id: str) -> None:
+        live = super().get_run(run_id)
+        assert live is not None and not live.status.terminal
+        end = Outcome(run_id=run_id, status=RunStatus.COMPLETED, result="landed late")
+        ended = msgspec.structs.replace(
+            live, status=RunStatus.COMPLETED, ended_at=live.created_at + 1.0, outcome=end
+        )
+        other = SQLiteStore(self.path)  # (another connection: the late writer's)
+        try:
+            with other.batch():
+                kind = EventKind.COMPLETED
+                other.append_event(
+                    Event(kind=kind, run_id=run_id, agent=live.agent, root_run_id=run_id, ts=1.0)
+                )
+                other.save_run(ended)
+                other.save_outcome(end)
+        finally:
+            other.close()
+
+
+def test_an_end_landing_between_the_recoverys_read_and_its_write_is_the_runs_one(
+    tmp_path: Path,
+) -> None:
+    """The recovery read the root unfinished and decided it failed; its end landed before
+    the recovery's write. The store refuses the recovery's second end (``AlreadyEnded``),
+    the recovery is written again without it, and the caller is told the end that landed.
+    Before, the recovery wrote over it: the events held ``completed`` then ``failed``, the
+    record said failed, and so was the caller told."""
+    store = EndLandsAfterTheRead(tmp_path / "runs.db", "lost")
+    with Runtime([FunctionAgent.create("echo", _echo)], store=store, command_poll_s=0) as rt:
+        handle = rt.spawn("echo", "lost")
+        outcome = handle.result(timeout=WAIT)
+        again = rt.run("echo", "again", timeout=WAIT)  # the runtime goes on
+    assert store.run_id == handle.run_id and not store.landing  # it landed
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "landed late", outcome
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.COMPLETED
+    assert ends_of(store, handle.run_id) == [EventKind.COMPLETED]
     assert again.status is RunStatus.COMPLETED
     store.close()

@@ -313,3 +313,36 @@ def test_held_in_transaction_names_a_lapsed_lease_whose_row_is_held_not_a_live_o
         assert store.held_in_transaction({"stalled", "writing"}) == {}  # let go: none held
     finally:
         store.close()
+
+
+def test_a_v4_store_with_ended_runs_takes_the_one_end_step(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of v4 (before "one end per run") with ended runs, one of them given two ends
+    then (its record the later writer's): opened by this code, its rows kept as they are;
+    then an end over an end is refused, the same end saved again kept, a live run ends."""
+    import msgspec
+
+    from subagents.store.base import AlreadyEnded
+    from subagents.store.postgres import PostgresStore
+
+    with monkeypatch.context() as m:
+        m.setattr(postgres_schema, "MIGRATIONS", postgres_schema.MIGRATIONS[:4])
+        m.setattr(postgres_schema, "SCHEMA_VERSION", 4)
+        v4 = PostgresStore(pg_url)
+        v4.save_run(run("twice", status=RunStatus.COMPLETED, ended_at=2.0))
+        v4.save_run(run("twice", status=RunStatus.FAILED, ended_at=3.0))  # (v4 took it)
+        v4.save_run(run("live", status=RunStatus.RUNNING))
+        v4.close()
+    store = PostgresStore(pg_url)
+    try:
+        assert (store.found_version, store.schema_version) == (4, postgres_schema.SCHEMA_VERSION)
+        kept = store.get_run("twice")
+        assert kept == run("twice", status=RunStatus.FAILED, ended_at=3.0)
+        store.save_run(kept)  # the same end again
+        with pytest.raises(AlreadyEnded, match="ended already"):
+            store.save_run(msgspec.structs.replace(kept, status=RunStatus.CANCELLED))
+        store.save_run(run("live", status=RunStatus.COMPLETED, ended_at=5.0))
+        assert store.get_run("twice") == kept
+    finally:
+        store.close()

@@ -233,9 +233,10 @@ def test_a_run_saved_again_as_live_is_no_longer_archived(durable_store: Durable)
     restarted = run("keep", created_at=0.0, status=RunStatus.RUNNING, restarts=1)
     durable_store.save_run(restarted)
     assert [r.run_id for r in durable_store.list_runs()] == ["keep", "live", "young"]
-    # while a finished run saved again stays archived
+    # while a finished run saved again (its end as kept) stays archived
+    ended = NOW - 2 * HOUR
     durable_store.save_run(
-        run("del", created_at=0.0, status=RunStatus.COMPLETED, ended_at=1.0, label="relabelled")
+        run("del", created_at=0.0, status=RunStatus.COMPLETED, ended_at=ended, label="relabelled")
     )
     assert "del" not in [r.run_id for r in durable_store.list_runs()]
 

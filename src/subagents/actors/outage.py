@@ -59,7 +59,7 @@ from subagents.messages import (
     ToOutside,
     TreeRecords,
 )
-from subagents.store.base import Fenced, RunStore, StoreError, UnsureWrite
+from subagents.store.base import AlreadyEnded, Fenced, RunStore, StoreError, UnsureWrite
 from subagents.store.snapshot import UNFINISHED
 from subagents.store.writes import write_all
 from subagents.supervision.core import SupervisorCore
@@ -115,6 +115,11 @@ def poll_later(timer: TimerService, supervisor: pykka.ActorRef[Any]) -> Callable
 
     return retry
 
+
+_ENDED_TRIES = 3
+"""How many times one ``recover`` writes its decision when an end landed first each time
+(``AlreadyEnded``): each try leaves out the runs found ended; past them, the next recovery
+tries again, as for any failed write."""
 
 _RETRY = ("outage", "retry")
 """The timer's key of the next try (one pending at a time: a new one replaces it)."""
@@ -190,9 +195,12 @@ class Outage:
         self.read = False  # (memory's guess: a run whose end was lost may not be in it)
         roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
         told = self.failure if self.for_good else self.failure + UNRECORDED
-        # a write that may have been committed: its roots' ends are told as the store keeps
-        # them, once it can be read (told failed now, one kept ended told two things)
-        self.unsure = tuple(ended) if isinstance(exc, UnsureWrite) and not self.for_good else ()
+        # a write that may have been committed, or one refused because a run of it was
+        # ended meanwhile by another writer (``AlreadyEnded``: that end stands): its roots'
+        # ends are told as the store keeps them, once it can be read (told failed now, one
+        # kept ended told two things)
+        told_later = isinstance(exc, UnsureWrite | AlreadyEnded) and not self.for_good
+        self.unsure = tuple(ended) if told_later else ()
         self._unsure_until = time.monotonic() + UNSURE_HOLD_S
         for run_id in dict.fromkeys([*ended, *roots]):
             if run_id in self.unsure:
@@ -225,28 +233,29 @@ class Outage:
         failure = self.failure
         if failure is None or self.for_good:
             return None
-        owner = self.core.owner
-        store = self.store
-        unfinished: list[RunRecord] | None = None
+        reads: list[list[RunRecord]] = []  # (what the store listed unfinished, if it read)
         owed = self._owed is not None
         try:
-            unfinished = store.list_runs(statuses=UNFINISHED)
-            unheld = [r for r in unfinished if r.owner == owner]
-            self.unrecorded, self.read = _highest(unheld), True  # what the store keeps
-            if self._owed is not None:  # written before: perhaps committed, if not answered
-                self._owed = still_owed(self._owed, store, {r.run_id for r in unfinished})
-            with store.batch():  # (it begins at the first write: after the decision)
-                decision = self._owed
-                if decision is None:
-                    decision = self._owed = self.core.store_recovered(failure, unheld)
-                write_all(store, decision.writes)
+            for tries_left in range(_ENDED_TRIES - 1, -1, -1):
+                try:
+                    decision = self._write_recovery(failure, reads)
+                    break
+                except AlreadyEnded as exc:  # an end landed first (a late COMMIT): it stands
+                    if not tries_left:
+                        raise
+                    log.warning(
+                        "a run's end landed before the recovery's: the recovery is written"
+                        " again without it",
+                        error=str(exc),
+                    )
+                    owed = True
         except Fenced as exc:  # the lease is gone: its runs were stopped or taken over
             self._lost_lease(exc)
             return None
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
-            if unfinished is not None:  # it reads, though it does not take the writes
-                self._tell_kept_ended({r.run_id for r in unfinished})
+            if reads:  # it reads, though it does not take the writes
+                self._tell_kept_ended({r.run_id for r in reads[-1]})
             if self.unsure and time.monotonic() >= self._unsure_until:  # waited long enough
                 self._tell_unsure(failure, read=False)
             self._retry_unsure()
@@ -260,6 +269,26 @@ class Outage:
         # its own end landed since, a write of unknown fate): each is told as read then
         self._tell_unsure(failure, recorded=() if owed else decision.reply)
         log.warning("the run store takes writes again: going on", ended=len(decision.reply))
+        return decision
+
+    def _write_recovery(self, failure: str, reads: list[list[RunRecord]]) -> Decision:
+        """``recover``'s read and write: the decision written (owed before, less what the
+        store keeps ended, or decided now and owed until it commits); what the store listed
+        unfinished appended to ``reads``. ``AlreadyEnded`` when a run it ends was ended
+        meanwhile by a write that landed first: nothing of it is committed, and the next
+        try leaves that run out (``still_owed``)."""
+        store = self.store
+        unfinished = store.list_runs(statuses=UNFINISHED)
+        reads.append(unfinished)
+        unheld = [r for r in unfinished if r.owner == self.core.owner]
+        self.unrecorded, self.read = _highest(unheld), True  # what the store keeps
+        if self._owed is not None:  # written before: perhaps committed, if not answered
+            self._owed = still_owed(self._owed, store, {r.run_id for r in unfinished})
+        with store.batch():  # (it begins at the first write: after the decision)
+            decision = self._owed
+            if decision is None:
+                decision = self._owed = self.core.store_recovered(failure, unheld)
+            write_all(store, decision.writes)
         return decision
 
     def _tell_kept_ended(self, unfinished: set[str]) -> None:

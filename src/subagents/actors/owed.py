@@ -9,8 +9,10 @@ record saved over). So before writing it again, the runs it ends are read: those
 keeps ended are left out of the writes (their end, whoever recorded it, stands); the
 decision's reply and effects stay (its runs' callers are told, its agents stopped, once).
 
-Only the runs the store does not list unfinished are read (one read each): none when the
-write left nothing but runs the store never had, all of them when it was committed.
+Only the runs the store does not list unfinished are read: none when the write left nothing
+but runs the store never had, all of them when it was committed; a slice of them at a time
+(``READ_SLICE``, one statement each: ``get_runs``), not one read each (a cluster's recovery
+of 100,000 runs read them one call to the head at a time: up to a minute).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from subagents.store.base import RunStore
+from subagents.store.base import READ_SLICE, RunStore
 from subagents.store.writes import (
     AppendEvent,
     DropPreview,
@@ -48,11 +50,10 @@ def still_owed(decision: Decision, store: RunStore, unfinished: Collection[str])
     the store keeps ended; ``unfinished``: the ids the store lists unfinished now (read
     before, so not read again). The same decision when the store keeps none of them ended."""
     ended = [run_id for run_id in decision.reply if run_id not in unfinished]
-    kept = set()
-    for run_id in ended:
-        record = store.get_run(run_id)
-        if record is not None and record.status.terminal:
-            kept.add(run_id)
+    kept: set[str] = set()
+    for at in range(0, len(ended), READ_SLICE):
+        records = store.get_runs(ended[at : at + READ_SLICE])
+        kept.update(run_id for run_id, record in records.items() if record.status.terminal)
     if not kept:
         return decision
     writes: list[Write] = [w for w in decision.writes if _about(w) not in kept]

@@ -93,9 +93,11 @@ def head_actor(
     path: str | None = None,
     create: bool = True,
     heartbeat_timeout_s: float = 15.0,
+    kind: type[Head] | None = None,
 ) -> Any:
     """The handle of the head actor ``name``: the running one, or (``create``) a new one
-    serving ``path`` (None: the default state file of the head's user, ``store.paths``).
+    serving ``path`` (None: the default state file of the head's user, ``store.paths``),
+    of class ``kind`` (None: ``Head``; a subclass: a test's head that holds a write).
 
     A running store keeps the file it was started with: asking for another ``path`` is an
     error naming both, never a silent switch to another file."""
@@ -109,7 +111,7 @@ def head_actor(
                 " start a runtime on it first (Runtime(cluster=...), subagents run --ray)"
             ) from exc
     actor = (
-        ray.remote(Head)
+        ray.remote(kind or Head)
         .options(
             name=name,
             namespace=NAMESPACE,

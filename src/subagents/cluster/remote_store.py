@@ -225,6 +225,10 @@ class ClusterStore(RunStore):
         result: RunRecord | None = self._read("get_run", run_id)
         return result
 
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        result: dict[str, RunRecord] = self._read("get_runs", list(run_ids))
+        return result
+
     def list_runs(
         self,
         *,

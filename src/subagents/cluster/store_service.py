@@ -91,6 +91,7 @@ ANSWERING_WRITES = frozenset(
 READS = frozenset(
     {
         "get_run",
+        "get_runs",
         "list_runs",
         "events",
         "events_after",

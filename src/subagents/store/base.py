@@ -44,6 +44,12 @@ class MailRecording(enum.StrEnum):
     """No mail goes straight: the supervisor decides and records every one first."""
 
 
+READ_SLICE = 1000
+"""How many ids a caller of a read by ids (``get_runs``) passes at once: one statement (one
+round trip to a server, one call to the cluster's head) reads that many; a store whose
+database takes fewer values a statement splits them further (an old SQLite's 999)."""
+
+
 class StoreError(Exception):
     """The store cannot do what was asked (corrupt file, newer schema, full disk...)."""
 
@@ -54,6 +60,28 @@ class UnsureWrite(StoreError):
     ``COMMIT`` sent), so a write in it may or may not have been
     committed. Who decided something in it must read the store before saying what it did
     (``actors.outage``: a root's end in such a write is told as the store keeps it)."""
+
+
+class AlreadyEnded(StoreError):
+    """A run's end written over a run the store keeps ended with another end (a status or
+    an end time of its own): refused, in the write's own transaction, and nothing of that
+    transaction kept (its events with it). Whichever end lands first is the run's one: a
+    late ``COMMIT`` of an end its writer took for lost (``UnsureWrite``) after a recovery
+    recorded the run failed, or a recovery's over an end that landed late, each the other.
+    ``key``: the run's id, when known. A record saved again with its end unchanged (the
+    same status and end time) is no second end and is kept."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def second_end(run_id: str, kept: str, written: str) -> str:
+    """Why an end ``written`` over run ``run_id``, kept ``kept``, is refused."""
+    return (
+        f"run {run_id} ended already ({kept}): a second end ({written}) is refused, and"
+        " nothing of its transaction is kept"
+    )
 
 
 class DamagedRow(StoreError):
@@ -173,6 +201,12 @@ class RunStore(Protocol):
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The record of ``run_id``; None if the store has none."""
+        ...
+
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        """The records of those of ``run_ids`` the store has, by id: one read for them all
+        (a recovery checking thousands of runs: ``actors.owed``), not one each. A caller
+        with very many ids reads them a slice at a time (``READ_SLICE``)."""
         ...
 
     def list_runs(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from subagents.store.base import StoreBusy, StoreError
+from subagents.store.base import AlreadyEnded, StoreBusy, StoreError
 
 # SQLite primary result codes (https://sqlite.org/rescode.html)
 SQLITE_PERM = 3
@@ -22,6 +22,11 @@ SQLITE_IOERR = 10
 SQLITE_CORRUPT = 11
 SQLITE_FULL = 13
 SQLITE_CANTOPEN = 14
+SQLITE_CONSTRAINT = 19
+
+SECOND_END = "subagents: a run's second end is refused"
+"""The message of the trigger that refuses a run's second end (``migrations.v13_to_v14``):
+an ``AlreadyEnded``."""
 SQLITE_NOTADB = 26
 
 _REASONS = {
@@ -46,6 +51,8 @@ def primary_code(exc: sqlite3.Error) -> int | None:
 def translate(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
     """A StoreError for ``exc``, raised while ``doing`` something to the store at ``path``."""
     code = primary_code(exc)
+    if code == SQLITE_CONSTRAINT and SECOND_END in str(exc):  # (the trigger: one end a run)
+        return AlreadyEnded(f"{path}: {doing}: {SECOND_END}: the run ended already")
     reason = _REASONS.get(code) if code is not None else None
     detail = str(exc)
     if reason is None:

@@ -340,6 +340,9 @@ class FencedStore:
     def get_run(self, run_id: str) -> RunRecord | None:
         return self.store.get_run(run_id)
 
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        return self.store.get_runs(run_ids)
+
     def list_runs(
         self,
         *,

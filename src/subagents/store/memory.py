@@ -34,7 +34,15 @@ from subagents.messages import (
     Subscription,
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
-from subagents.store.base import DamagedRow, Fenced, MailRecording, RunStore, fenced_message
+from subagents.store.base import (
+    AlreadyEnded,
+    DamagedRow,
+    Fenced,
+    MailRecording,
+    RunStore,
+    fenced_message,
+    second_end,
+)
 from subagents.store.memory_undo import MISSING, roll_back, undo_of
 from subagents.store.writes import (
     AppendEvent,
@@ -167,7 +175,10 @@ class MemoryStore(RunStore):
                         record = write.record
                         run_id = record.run_id
                         if run_id in runs:  # (``in``, not ``get``: no call on every run's way)
-                            replaced[i] = runs[run_id]
+                            stored = runs[run_id]
+                            if record.status.terminal and stored.status.terminal:
+                                _refuse_second_end(stored, record)
+                            replaced[i] = stored
                         runs[run_id] = record
                     elif type(write) is SaveOutcome:
                         run_id = write.outcome.run_id  # (an end drops the run's journal)
@@ -196,12 +207,20 @@ class MemoryStore(RunStore):
                 raise
 
     def save_run(self, record: RunRecord) -> None:
-        with self._lock:
+        with self._lock:  # (an end over another end: refused, ``AlreadyEnded``)
+            kept = self._runs.get(record.run_id) if record.status.terminal else None
+            if kept is not None and kept.status.terminal:
+                _refuse_second_end(kept, record)
             self._runs[record.run_id] = record
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
             return self._runs.get(run_id)
+
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        runs = self._runs
+        with self._lock:
+            return {r: runs[r] for r in run_ids if r in runs}
 
     def list_runs(
         self,
@@ -476,3 +495,12 @@ def _set_states(kept: dict[str, Mail], mail_ids: Sequence[str], state: MailState
         mail = kept.get(mail_id)
         if mail is not None:
             kept[mail_id] = replace(mail, state=state)
+
+
+def _refuse_second_end(kept: RunRecord, record: RunRecord) -> None:
+    """``AlreadyEnded`` unless ``record`` (an end) keeps ``kept``'s end (its status and end
+    time): saved again with it unchanged, it is no second end."""
+    if kept.status is not record.status or kept.ended_at != record.ended_at:
+        raise AlreadyEnded(
+            second_end(record.run_id, kept.status.value, record.status.value), record.run_id
+        )

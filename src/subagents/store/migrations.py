@@ -19,6 +19,7 @@ import msgspec
 
 from subagents.logs import get_logger
 from subagents.store.base import StoreError
+from subagents.store.errors import SECOND_END
 from subagents.store.schema import (
     APPLICATION,
     create_v1,
@@ -300,6 +301,36 @@ def v12_to_v13(conn: sqlite3.Connection) -> None:
     del conn
 
 
+_ENDS = ("completed", "failed", "cancelled", "timed_out", "budget_exceeded")
+
+
+def _ended(row: str) -> str:
+    """SQL: ``row``'s status is an end (an ``OR`` of equalities: an ``IN`` list builds a
+    temporary table each time the trigger's condition is read)."""
+    return "(" + " OR ".join(f"{row}.status = '{s}'" for s in _ENDS) + ")"
+
+
+def v13_to_v14(conn: sqlite3.Connection) -> None:
+    """v14: a run's end is written once (``AlreadyEnded``): a record whose end (its
+    terminal status, its end time) differs from the one kept is refused by a trigger, in
+    the writing transaction, whoever the writer (the cluster's head applying a call its
+    caller took for lost, a `subagents stop` in another process), and its transaction with
+    it (its events too). The same end saved again is kept."""
+    conn.execute(
+        f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
+        WHEN {_ended("old")} AND {_ended("new")}
+            AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
+        BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
+    )
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (single quotes, a quote doubled): a double-quoted
+    one is an identifier, which SQLite 3.47+ reads as an expression in ``RAISE`` and a build
+    without double-quoted strings (``SQLITE_DQS=0``) refuses."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     v1_to_v2,
     v2_to_v3,
@@ -313,6 +344,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v10_to_v11,
     v11_to_v12,
     v12_to_v13,
+    v13_to_v14,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -165,6 +165,17 @@ class PostgresStore(RunStore):
         )
         return self._tx.decode(_run_decoder, rows[0][0], "runs", run_id) if rows else None
 
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return {}
+        rows = self._tx.read(
+            "SELECT run_id, record FROM runs WHERE run_id = ANY(%s)",
+            (ids,),
+            f"reading {len(ids)} runs",
+        )
+        return {run_id: self._tx.decode(_run_decoder, raw, "runs", run_id) for run_id, raw in rows}
+
     def list_runs(
         self,
         *,

@@ -166,11 +166,36 @@ V4_PREVIEWS: tuple[str, ...] = (
 """v4 (SQLite's v8): live previews, one row per run whose model is streaming the step under
 way; scratch for viewers in other processes, not history."""
 
+SECOND_END = "SA001"
+"""The SQLSTATE of an end written over another (``V5_ONE_END``): ``AlreadyEnded``."""
+
+_ENDS = ", ".join(
+    f"'{s}'" for s in ("completed", "failed", "cancelled", "timed_out", "budget_exceeded")
+)
+
+V5_ONE_END: tuple[str, ...] = (
+    f"""CREATE FUNCTION refuse_second_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'run % ended already (%): a second end (%) is refused, and nothing'
+            ' of its transaction is kept', OLD.run_id, OLD.status, NEW.status
+            USING ERRCODE = '{SECOND_END}', DETAIL = OLD.run_id;
+    END $$""",
+    f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs FOR EACH ROW
+    WHEN (OLD.status IN ({_ENDS}) AND NEW.status IN ({_ENDS})
+          AND (NEW.status <> OLD.status OR NEW.ended_at IS DISTINCT FROM OLD.ended_at))
+    EXECUTE FUNCTION refuse_second_end()""",
+)
+"""v5: a run's end is written once (``AlreadyEnded``). Checked by the server, in the writing
+transaction, whoever the writer: an end's ``COMMIT`` may reach the server after its client
+took it for lost (``UnsureWrite``) and a recovery recorded the run failed, with nobody left
+to check anything (docs/store.md, "One end per run")."""
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("create the store", V1),
     ("durable approvals", V2_APPROVALS),
     ("topic subscriptions", V3_TOPICS),
     ("live previews", V4_PREVIEWS),
+    ("one end per run", V5_ONE_END),
 )
 """(what it does, its statements), in order; step n brings a database to version n."""
 

@@ -41,9 +41,9 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from subagents.logs import get_logger
-from subagents.store.base import DamagedRow, StoreError, UnsureWrite
+from subagents.store.base import AlreadyEnded, DamagedRow, StoreError, UnsureWrite
 from subagents.store.locations import redacted
-from subagents.store.postgres_schema import SCHEMA
+from subagents.store.postgres_schema import SCHEMA, SECOND_END
 
 log = get_logger("subagents.store")
 
@@ -76,6 +76,9 @@ CONNECT: dict[str, Any] = {
 def translate(exc: psycopg.Error, where: str, doing: str) -> StoreError:
     """A StoreError for ``exc``, raised while ``doing`` something to the store ``where``."""
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if getattr(exc, "sqlstate", None) == SECOND_END:  # (the server's trigger: one end a run)
+        key = getattr(getattr(exc, "diag", None), "message_detail", None)
+        return AlreadyEnded(f"{where}: {doing}: {detail}", key)
     if isinstance(exc, pg_errors.DiskFull):
         reason = f"disk full: the database server could not write (postgresql: {detail})"
     elif isinstance(exc, pg_errors.LockNotAvailable):
@@ -88,6 +91,15 @@ def translate(exc: psycopg.Error, where: str, doing: str) -> StoreError:
         sqlstate = getattr(exc, "sqlstate", None)
         reason = f"postgresql{f' {sqlstate}' if sqlstate else ''}: {detail}"
     return StoreError(f"{where}: {doing}: {reason}")
+
+
+def rolled_back(where: str, error: StoreError) -> StoreError:
+    """The batch's error when a write in it failed with ``error`` and it was rolled back: of
+    ``error``'s kind when that is one a caller acts on (``AlreadyEnded``)."""
+    said = f"{where}: batch rolled back: a write in it failed ({error})"
+    if isinstance(error, AlreadyEnded):
+        return AlreadyEnded(said, error.key)
+    return StoreError(said)
 
 
 _BEGIN: Held = ("BEGIN", (), "starting a batch")
@@ -246,9 +258,7 @@ class PgTransactions:
                     raise UnsureWrite(
                         f"{error}; the batch may or may not have been committed"
                     ) from exc.error
-                raise StoreError(  # the server answered: the transaction is rolled back
-                    f"{self.where}: batch rolled back: a write in it failed ({error})"
-                ) from exc.error
+                raise rolled_back(self.where, error) from exc.error  # (the server answered)
             except StoreError:  # lost before the COMMIT was sent: nothing of it committed
                 self._rollback()
                 raise
@@ -256,9 +266,7 @@ class PgTransactions:
                 self._held = []
         self._rollback()
         if commit and failed is not None:
-            raise StoreError(
-                f"{self.where}: batch rolled back: a write in it failed ({failed})"
-            ) from failed
+            raise rolled_back(self.where, failed) from failed
 
     def _rollback(self) -> None:
         self._held = []

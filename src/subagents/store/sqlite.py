@@ -169,6 +169,38 @@ _Check = Callable[[], None] | None
 """A further check in a sender's record's transaction (``save_mails_fenced``)."""
 
 
+def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """A new connection to the store's file (autocommit: ``store.sqlite_tx`` begins its own
+    transactions)."""
+    try:
+        return sqlite3.connect(
+            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise translate(exc, path, "opening the store") from exc
+
+
+_IDS_A_STATEMENT = 500
+"""Ids per ``get_runs`` statement: SQLite before 3.32 (Ubuntu 20.04's, RHEL 8's) takes at
+most 999 values a statement, fewer than a caller's ``READ_SLICE``."""
+
+
+def _read_runs(tx: Transactions, run_ids: Collection[str]) -> dict[str, RunRecord]:
+    """``SQLiteStore.get_runs``: ``_IDS_A_STATEMENT`` ids a statement."""
+    ids = list(dict.fromkeys(run_ids))
+    found: dict[str, RunRecord] = {}
+    for at in range(0, len(ids), _IDS_A_STATEMENT):
+        part = ids[at : at + _IDS_A_STATEMENT]
+        rows = tx.read(
+            f"SELECT run_id, record FROM runs WHERE run_id IN ({_marks(len(part))})",
+            tuple(part),
+            f"reading {len(part)} runs",
+        )
+        for run_id, raw in rows:
+            found[run_id] = tx.decode(_run_decoder, raw, "runs", run_id)
+    return found
+
+
 class SQLiteStore(RunStore):
     """The RunStore protocol in a SQLite file (see the module docstring for the promises).
 
@@ -190,18 +222,9 @@ class SQLiteStore(RunStore):
             raise ValueError(f"busy_timeout must be a number of seconds >= 0, got {busy_timeout!r}")
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         path = self.path
-
-        def connect() -> sqlite3.Connection:
-            try:
-                return sqlite3.connect(
-                    path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-                )
-            except sqlite3.Error as exc:
-                raise translate(exc, path, "opening the store") from exc
-
         # the file is opened with plain descriptors only while no store of this process has
         # it open: closing one would drop this process's SQLite locks (``dbfile.OpenFiles``)
-        conn, key = OPEN_FILES.open(path, connect)
+        conn, key = OPEN_FILES.open(path, lambda: _connect(path, busy_timeout))
         try:
             self.found_version, self.schema_version = _opened(conn, path, busy_timeout, max_bytes)
         except BaseException:
@@ -268,6 +291,9 @@ class SQLiteStore(RunStore):
             "SELECT record FROM runs WHERE run_id = ?", (run_id,), f"reading run {run_id}"
         )
         return self._tx.decode(_run_decoder, rows[0][0], "runs", run_id) if rows else None
+
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
+        return _read_runs(self._tx, run_ids)
 
     def list_runs(
         self,

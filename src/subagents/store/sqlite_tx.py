@@ -44,7 +44,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from subagents.logs import get_logger
-from subagents.store.base import DamagedRow, StoreError
+from subagents.store.base import AlreadyEnded, DamagedRow, StoreError
 from subagents.store.deferred import DeferredWrites, FailedWrite
 from subagents.store.errors import translate
 from subagents.store.row_checks import READS_BACK
@@ -277,9 +277,10 @@ class Transactions:
                     self._rollback(conn)
                 if state.refused is not None:  # as it was raised (``Fenced``...)
                     raise state.refused
-                raise StoreError(
-                    f"{self.path}: batch rolled back: a write in it failed ({failed})"
-                ) from failed
+                said = f"{self.path}: batch rolled back: a write in it failed ({failed})"
+                if isinstance(failed, AlreadyEnded):  # (of its kind: a caller acts on it)
+                    raise AlreadyEnded(said, failed.key) from failed
+                raise StoreError(said) from failed
             if not begun:  # nothing reached SQLite: nothing to commit or undo
                 return
             if commit:

@@ -1,0 +1,140 @@
+"""A run's end is written once: an end over another is refused with its whole transaction.
+
+Why (``store.base.AlreadyEnded``): an end whose writer took it for lost (``UnsureWrite``:
+PostgreSQL's ``COMMIT`` still on its way, the cluster's head applying a call after its
+caller gave up) can land after a recovery recorded the run failed, or the recovery's after
+it. Whichever lands first is the run's end; the second is refused, and its events with it,
+so a run's events hold one end and its record agrees with them. In every store; through
+the supervisor's way of writing (``write_all``) and the methods alike.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import msgspec
+import pytest
+from storekit import event, run
+
+from run_ends import ends_of
+from subagents.messages import EventKind, RunRecord, RunStatus
+from subagents.store.base import AlreadyEnded, RunStore, StoreError
+from subagents.store.writes import AppendEvent, SaveRun, write_all
+
+
+def _end(record: RunRecord, status: RunStatus, at: float) -> RunRecord:
+    return msgspec.structs.replace(record, status=status, ended_at=at)
+
+
+def _by_methods(store: RunStore, record: RunRecord, kind: EventKind) -> None:
+    with store.batch():
+        store.append_event(event(record.run_id, kind))
+        store.save_run(run("other"))
+        store.save_run(record)
+
+
+def _by_writes(store: RunStore, record: RunRecord, kind: EventKind) -> None:
+    writes = [AppendEvent(event(record.run_id, kind)), SaveRun(run("other")), SaveRun(record)]
+    with store.batch():
+        write_all(store, writes)
+
+
+def _a_second_end_is_refused(
+    store: RunStore, write: Callable[[RunStore, RunRecord, EventKind], None]
+) -> None:
+    live = run("r1", status=RunStatus.RUNNING)
+    store.save_run(live)
+    write(store, _end(live, RunStatus.COMPLETED, 10.0), EventKind.COMPLETED)  # the first end
+    store.save_run(run("other", label="before"))
+    with pytest.raises(AlreadyEnded, match="ended already") as refused:
+        write(store, _end(live, RunStatus.FAILED, 11.0), EventKind.FAILED)
+    assert isinstance(refused.value, StoreError)
+    kept = store.get_run("r1")
+    assert kept is not None and kept.status is RunStatus.COMPLETED and kept.ended_at == 10.0
+    ends = ends_of(store, "r1")
+    assert ends == [EventKind.COMPLETED]  # the refused end's event went with it
+    other = store.get_run("other")
+    assert other is not None and other.label == "before"  # (nothing of its batch is kept)
+
+
+def test_a_second_end_is_refused_with_its_transaction(store: RunStore) -> None:
+    """The supervisor's way (``write_all``), in every store."""
+    _a_second_end_is_refused(store, _by_writes)
+
+
+def test_a_second_end_written_by_the_methods_is_refused(durable_store: RunStore) -> None:
+    """A batch of the methods (another process's writes: `subagents stop`), in the stores
+    whose batch is a transaction (the memory store's is a lock: its all or nothing is
+    ``write_all``'s)."""
+    _a_second_end_is_refused(durable_store, _by_methods)
+
+
+def test_nothing_of_a_refused_batch_is_kept(store: RunStore) -> None:
+    ended = _end(run("r1"), RunStatus.COMPLETED, 10.0)
+    store.save_run(ended)
+    writes = [
+        SaveRun(run("fresh")),
+        AppendEvent(event("fresh")),
+        SaveRun(_end(ended, RunStatus.CANCELLED, 12.0)),
+    ]
+    with pytest.raises(AlreadyEnded), store.batch():
+        write_all(store, writes)
+    assert store.get_run("fresh") is None and store.events("fresh") == []
+    store.save_run(run("after"))  # the store goes on
+    assert store.get_run("after") is not None
+
+
+def test_the_same_end_saved_again_and_a_new_start_are_no_second_end(store: RunStore) -> None:
+    ended = _end(run("r1", status=RunStatus.RUNNING), RunStatus.FAILED, 10.0)
+    store.save_run(ended)
+    relabelled = msgspec.structs.replace(ended, label="relabelled")
+    store.save_run(relabelled)  # its end unchanged
+    resumed = msgspec.structs.replace(relabelled, status=RunStatus.RUNNING, ended_at=None)
+    store.save_run(resumed)  # a resume: live again
+    store.save_run(_end(resumed, RunStatus.COMPLETED, 20.0))  # and its new end
+    kept = store.get_run("r1")
+    assert kept is not None and kept.status is RunStatus.COMPLETED and kept.label == "relabelled"
+
+
+def test_an_end_waiting_for_the_row_of_an_end_that_lands_is_refused(pg_url: str) -> None:
+    """PostgreSQL: an end written while another transaction holds the run's row with an end
+    of its own (a late ``COMMIT`` on its way) waits for it, and once that one commits, the
+    waiting end is checked against the end that landed (``READ COMMITTED`` reads the row
+    again) and refused."""
+    from pgserver import wait_for_lock
+    from subagents.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    live = run("r1", status=RunStatus.RUNNING)
+    store.save_run(live)
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def recovery() -> None:
+        try:
+            with store.batch():
+                store.append_event(event("r1", EventKind.FAILED))
+                store.save_run(_end(live, RunStatus.FAILED, 11.0))
+        except BaseException as exc:  # (read by the test)
+            failed.append(exc)
+        finally:
+            done.set()
+
+    late = PostgresStore(pg_url)
+    try:
+        with late.batch():  # the end on its way: its row written, its COMMIT not yet
+            late.append_event(event("r1", EventKind.COMPLETED))
+            late.save_run(_end(live, RunStatus.COMPLETED, 10.0))
+            assert late.get_run("r1") is not None  # (a read: the held writes go first)
+            threading.Thread(target=recovery, daemon=True).start()
+            wait_for_lock(pg_url, "the recovery's end waiting for the run's row")
+        assert done.wait(60.0), "the recovery's batch"
+        assert len(failed) == 1 and isinstance(failed[0], AlreadyEnded), failed
+        assert failed[0].key == "r1"
+        kept = store.get_run("r1")
+        assert kept is not None and kept.status is RunStatus.COMPLETED
+        assert ends_of(store, "r1") == [EventKind.COMPLETED]
+    finally:
+        late.close()
+        store.close()
