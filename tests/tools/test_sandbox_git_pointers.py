@@ -137,3 +137,52 @@ def test_a_planted_git_symlink_lets_the_next_run_move_no_branch_elsewhere(
     assert results(first, "worker")[0].content.startswith("gitdir:")
     assert "Permission denied" in results(second, "worker")[0].content
     assert not (refs / "planted").exists()
+
+
+def _submodule_workspace(tmp_path: Path) -> Path:
+    """A superproject with a submodule; the submodule's checkout (its ``.git`` a file naming
+    ``.git/modules/lib``, whose ``core.worktree`` names the checkout back) is the workspace."""
+    for name in ("lib", "super"):
+        repo = tmp_path / name
+        repo.mkdir()
+        git(repo, "init", "-q")
+        (repo / "f").write_text("x")
+        git(repo, "add", "f")
+        git(repo, "commit", "-qm", "m")
+    git(tmp_path / "super", "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+        str(tmp_path / "lib"), "lib")  # fmt: skip
+    return tmp_path / "super" / "lib"
+
+
+def test_a_submodule_checkouts_git_directory_is_its_own_to_write(tmp_path: Path) -> None:
+    """The last read of session 26: the pointer checks refused a submodule checkout's git
+    directory, and every ``git add`` in a sandboxed run there failed on its index.lock."""
+    workspace = _submodule_workspace(tmp_path)
+    modules = (tmp_path / "super" / ".git" / "modules" / "lib").resolve()
+    assert git_dirs_of_worktree(workspace) == (modules,)
+
+
+def test_a_pointer_to_a_submodules_git_directory_from_elsewhere_gives_nothing(
+    tmp_path: Path,
+) -> None:
+    """A run that plants ``gitdir:`` naming a real submodule's git directory: its
+    ``core.worktree`` names its own checkout, not this workspace."""
+    real = _submodule_workspace(tmp_path)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    gitdir = (real / (real / ".git").read_text().split(":", 1)[1].strip()).resolve()
+    (workspace / ".git").write_text(f"gitdir: {gitdir}\n")
+    assert git_dirs_of_worktree(workspace) == ()
+
+
+@landlock
+def test_a_sandboxed_run_commits_in_a_submodule_checkout(tmp_path: Path) -> None:
+    workspace = _submodule_workspace(tmp_path)
+    model = bash_run(["echo y > g && git add g && git -c user.name=t -c user.email=t@t"
+                      " commit -qm g && git log --format=%s -1"])  # fmt: skip
+    with Runtime(
+        [agent("worker")], model=model, workspace=workspace, permissions="bypassPermissions"
+    ) as rt:
+        outcome = rt.run("worker", "go", wait=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert git(workspace, "log", "--format=%s", "-1").strip() == "g", results(model, "worker")

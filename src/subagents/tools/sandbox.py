@@ -440,11 +440,48 @@ def git_dirs_of_worktree(workspace: Path) -> tuple[Path, ...]:
     else:
         return ()
     found = worktree_git_dir(marker)
-    if found is None:
-        return ()
+    if found is None:  # a submodule's checkout: its git directory holds all it writes
+        own = submodule_git_dir(marker)
+        return () if own is None else (own,)
     gitdir, common = found
     shared = [common / name for name in ("objects", "refs", "logs")]
     return tuple(p for p in (gitdir, *shared) if p.is_dir())
+
+
+def submodule_git_dir(marker: Path) -> Path | None:
+    """The git directory a submodule checkout's ``.git`` file names (``.git/modules/NAME``)
+    when that directory's ``core.worktree`` names the checkout back, else None: git's own
+    record, outside the workspace, which a run that planted the pointer cannot write (as
+    ``worktree_git_dir``; the last read of session 26 found submodule workspaces refused).
+    Its config is read as text, no git run (``_core_worktree``)."""
+    if marker.is_symlink():
+        return None
+    try:
+        text = marker.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
+        named = _core_worktree((gitdir / "config").read_text())
+        if named is None or (gitdir / "commondir").exists():
+            return None
+        back = (gitdir / named).resolve()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return gitdir if back == marker.parent.resolve() else None
+
+
+def _core_worktree(config: str) -> str | None:
+    """``core.worktree`` in a git config file's text (the last one set, as git reads it)."""
+    section, found = "", None
+    for raw in config.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip().split(" ")[0].lower()
+        elif section == "core" and "=" in line:
+            key, value = line.split("=", 1)
+            if key.strip().lower() == "worktree":
+                found = value.strip().strip('"')
+    return found
 
 
 def worktree_git_dir(marker: Path) -> tuple[Path, Path] | None:
