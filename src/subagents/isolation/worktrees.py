@@ -26,7 +26,7 @@ from typing import Any
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.git import GitError, GitJail, git
 from subagents.logs import get_logger
-from subagents.tools.sandbox import Sandbox, worktree_git_dir
+from subagents.tools.sandbox import Sandbox, submodule_git_dir, worktree_git_dir
 
 log = get_logger("subagents.isolation")
 
@@ -304,7 +304,7 @@ def _common_dir(top: Path, look: GitJail | None) -> Path:
         found = worktree_git_dir(marker)
         if found is not None:
             return found[1]
-        module = _submodule_git_dir(marker)
+        module = submodule_git_dir(marker)
         if module is not None:
             return module
     if look is None or not look.sandbox.resolve().abi or not look.sandbox.enabled:
@@ -315,23 +315,7 @@ def _common_dir(top: Path, look: GitJail | None) -> Path:
         return Path(os.path.realpath(common if common.is_absolute() else top / common))
     raise WorktreeError(
         f"isolation: worktree needs {marker} to be the repository's git directory (or a"
-        " worktree's or submodule's .git file that git's records name back); it is neither,"
-        " so no worktree is made from it"
+        " worktree's or submodule's .git file that git's records name back); it is neither"
+        " (a symlink, or a --separate-git-dir repository's .git file), so no worktree is made"
+        " from it while runs are sandboxed: a .git a run may rewrite cannot be trusted there"
     )
-
-
-def _submodule_git_dir(marker: Path) -> Path | None:
-    """The git directory a submodule checkout's ``.git`` file names (``.git/modules/NAME``)
-    when that directory's ``core.worktree`` names the checkout back: a run may write the
-    file, not the directory's config outside its workspace. ``git config --file`` runs no
-    program a repository names."""
-    try:
-        text = marker.read_text().strip()
-        if not text.startswith("gitdir:"):
-            return None
-        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
-        named = git(gitdir, "config", "--file", str(gitdir / "config"), "core.worktree")
-        back = (gitdir / named).resolve()
-    except (OSError, ValueError, GitError):
-        return None
-    return gitdir if back == marker.parent.resolve() else None
