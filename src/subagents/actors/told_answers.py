@@ -178,7 +178,9 @@ def recorded(store: RunStore, run_ids: Sequence[str], error: str) -> bool:
         writes: list[Write] = []
         for run_id in run_ids:
             record = store.get_run(run_id)
-            if record is not None:  # (none: the run's spawn was lost with it too)
+            # (none: the run's spawn was lost with it too; an end the store kept stays, and a
+            # second one would be refused with the others' writes: ``AlreadyEnded``)
+            if record is not None and not record.status.terminal:
                 writes += failed_unheld(record, error, ts, error_kind="supervisor")
         write_all(store, writes)
     except Exception:  # (the same bug again): the run stays as the store has it
