@@ -305,12 +305,36 @@ def stop_outside_a_transaction(where: str | os.PathLike[str] | None, pid: int) -
     its busy timeout. The tests using this are of a host stalled between its writes.
     ``where``: the PostgreSQL URL or the SQLite file the host writes to (None: stopped at
     once)."""
+    assert pid > 0, pid
     for _ in range(100):
         os.kill(pid, signal.SIGSTOP)
+        _stopped(pid)  # (the signal is delivered later: a thread may still begin a write)
         if where is None or not _inside_a_transaction(where):
             return
         os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
     raise AssertionError("the host was inside a transaction at each of 100 stops")
+
+
+def _stopped(pid: int) -> None:
+    """Wait until every thread of ``pid`` is stopped (``T`` in /proc's stat): ``kill``
+    returns before the kernel has stopped them, and one still running could take the
+    store's write lock after the check that found none held (CI, session 26: the taker's
+    lease then failed with ``StoreBusy``)."""
+
+    def states() -> list[str]:
+        out = []
+        for stat in glob.glob(f"/proc/{pid}/task/*/stat"):
+            with contextlib.suppress(OSError), open(stat) as f:
+                out.append(f.read().rsplit(")", 1)[1].split()[0])
+        return out
+
+    from polling import wait_until
+
+    wait_until(
+        lambda: all(state in ("T", "t", "Z", "X") for state in states()),
+        f"every thread of process {pid} stopped",
+        30.0,
+    )
 
 
 def _inside_a_transaction(where: str | os.PathLike[str]) -> bool:
