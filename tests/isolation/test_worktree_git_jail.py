@@ -11,9 +11,6 @@ and the real kernel sandbox and check that nothing outside changed and no secret
 
 from __future__ import annotations
 
-import os
-import pty
-import select
 import shutil
 import socket
 import subprocess
@@ -29,6 +26,7 @@ from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
+from terminal import in_a_terminal
 
 from .test_worktrees import make_repo, worktree_paths
 
@@ -213,23 +211,7 @@ def test_what_the_runtimes_git_runs_cannot_type_into_its_terminal(tmp_path: Path
     repo = make_repo(tmp_path / "repo")
     script = tmp_path / "typist_host.py"
     script.write_text(TYPIST)
-    pid, fd = pty.fork()  # the host process has the pseudo-terminal as its own
-    if pid == 0:  # pragma: no cover - the child execs at once
-        os.execv(sys.executable, [sys.executable, str(script), str(repo), how])
-    shown = b""
-    try:
-        while select.select([fd], [], [], WAIT)[0]:  # a hang guard, not a timing
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child ended: the terminal is gone
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(fd)
-        os.waitpid(pid, 0)
-    text = shown.decode(errors="replace")
+    text = in_a_terminal([sys.executable, str(script), str(repo), how], WAIT)
     assert "status: ?? typist.py" in text, text  # git ran, and its fsmonitor
     assert "typed: b''" in text and "TYPED" not in text, text
 

@@ -8,15 +8,13 @@ process that does have one (a launcher started from a terminal) is held too."""
 
 from __future__ import annotations
 
-import os
-import pty
-import select
 import sys
 from pathlib import Path
 
 import pytest
 
 from subagents.tools.sandbox import Sandbox
+from terminal import in_a_terminal
 
 from .conftest import WAIT
 from .test_sandbox_runs import landlock
@@ -36,33 +34,12 @@ TYPE = (
 )
 
 
-def in_a_terminal(argv: list[str]) -> str:
-    """What ``argv`` shows, run as a session leader with a new pseudo-terminal as its own."""
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child execs at once
-        os.execv(argv[0], argv)
-    shown = b""
-    try:
-        while select.select([fd], [], [], WAIT)[0]:  # a hang guard, not a timing
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child ended: the terminal is gone
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(fd)
-        os.waitpid(pid, 0)
-    return shown.decode(errors="replace")
-
-
 @landlock
 @pytest.mark.parametrize("read_only", [False, True])
 def test_a_sandboxed_command_with_a_terminal_cannot_type_into_it(
     tmp_path: Path, read_only: bool
 ) -> None:
     run = Sandbox().resolve().for_run(workspace=tmp_path, read_only=read_only, network=True)
-    shown = in_a_terminal(run.argv([sys.executable, "-c", TYPE], tmp_path))
+    shown = in_a_terminal(run.argv([sys.executable, "-c", TYPE], tmp_path), WAIT)
     assert "refused: Operation not permitted" in shown, shown
     assert "typed: b''" in shown and "TYPED" not in shown, shown
