@@ -62,3 +62,40 @@ def test_the_calls_per_run_are_counted_on_the_threads_of_each_role() -> None:
     assert counted["memory"]["supervisor"] >= counted["least_run"]["supervisor"]
     parts = sum(v for role, v in counted["memory"].items() if role != "all")
     assert abs(counted["memory"]["all"] - parts) < 1.0  # (each part rounded apart)
+
+
+def test_the_least_run_of_three_hand_offs_wakes_its_caller_from_the_agents_thread() -> None:
+    """``least_run_three`` measures what three hand-offs per run would buy (the end handed to
+    the caller by the agent's thread): its caller must be woken by the agent's thread, not
+    by the supervisor's (else it measures ``least_run`` again), and the supervisor must
+    still decide each end before the next spawn (told first: its inbox orders them)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import spawn
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import threading
+
+    class Reply(queue.SimpleQueue[str]):
+        putters: list[str] = []
+
+        def put(self, item: str, block: bool = True, timeout: float | None = None) -> None:
+            self.putters.append(threading.current_thread().name)
+            super().put(item, block, timeout)
+
+    for three, woken_by in ((True, "least-agent"), (False, "least-supervisor")):
+        least = spawn._LeastRuntime(three=three)
+        try:
+            reply = Reply()
+            Reply.putters = []
+            assert least.run(1, reply) == "1"
+            assert least.run(2, reply) == "2"
+            assert [name.rsplit("-", 1)[0] if three else name for name in Reply.putters] == [
+                woken_by,
+                woken_by,
+            ]
+            # run 1's end was decided (and written) before run 2's spawn: in the store ended
+            first = least.store.get_run("r-least-1")
+            assert first is not None and first.status.terminal, first
+        finally:
+            least.close()
