@@ -27,6 +27,7 @@ from subagents.messages import (
     Preview,
     RunRecord,
     RunStatus,
+    Usage,
 )
 from subagents.store.writes import AddToCheckpoint, SaveRun
 from subagents.supervision.admission_checks import Standing
@@ -143,6 +144,9 @@ class RunTable:
         """How many runs each held root's tree has admitted, ended ones included
         (``max_runs_per_tree``): counted at admission, recounted from the store on a
         restore, dropped with the tree."""
+        self.spent_before: dict[str, Usage] = {}
+        """What the ended, not held, descendants of a restored run with a budget spent
+        (``restored_spend``): set by a restore, taken when its budget is rebuilt."""
 
     # ---- reading -------------------------------------------------------------------------
 

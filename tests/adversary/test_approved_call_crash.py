@@ -1,0 +1,124 @@
+"""An outsider's attack on approvals and the tool journal together: a call approved from
+another process (`subagents approve`) starts, and its host is killed with SIGKILL while the
+command runs. `subagents resume` on the same store asks again under the same id, finds the
+answer, and must not run the approved command a second time: the journal knows it started,
+so the model is told its effects are unknown. The killed host's command is killed by its
+launcher once that death is seen. On a SQLite file and on a PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))  # clikit
+
+from clikit import DEADLINE_S, Cli, finish
+
+from ns_pids import GONE, NS, outer
+from polling import wait_until
+
+SLOW_WRITER = f"""---
+name: writer
+description: Appends a line to out.txt with Bash, then waits, then says what it got.
+tools: Bash
+script:
+  - text: "writing"
+    tool_calls:
+      - name: Bash
+        input: {{command: "echo line >> out.txt; echo $$ {NS} > pid; sleep 60"}}
+  - text: "writer got: {{result0}}"
+---
+You write.
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cli]:
+    database = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    given = Cli(tmp_path, database=database)
+    (given.agents / "writer.md").write_text(SLOW_WRITER, encoding="utf-8")
+    hosts: list[int] = []
+    given.hosts = hosts  # type: ignore[attr-defined]
+    yield given
+    for pid in hosts:
+        if pid > 0 and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+    command = _command(given)
+    if command is not None and command != GONE and not _gone(command):
+        os.killpg(command, signal.SIGKILL)  # (its own process group, checked > 0 above)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _command(cli: Cli) -> int | None:
+    """The pid out here of the approved command (read from what it wrote), if it wrote it."""
+    said = cli.root / "pid"
+    if not said.exists() or not said.read_text().strip():
+        return None
+    pid = outer(said.read_text())
+    assert pid > 0
+    return pid
+
+
+def _asked(cli: Cli, run_id: str) -> str:
+    found: list[str] = []
+
+    def pending() -> bool:
+        with cli.store() as store:
+            found[:] = [a.approval_id for a in store.list_approvals() if a.run_id == run_id]
+        return bool(found)
+
+    wait_until(pending, f"an approval asked by {run_id}", DEADLINE_S, pace=0.05)
+    return found[0]
+
+
+def test_an_approved_call_killed_mid_way_is_not_run_again_after_resume(cli: Cli) -> None:
+    proc = cli("run", "--detach", "writer", "go", "--agents", str(cli.agents), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = msgspec.json.decode(proc.stdout)
+    run_id, host = data["run_id"], data["pid"]
+    assert host > 0
+    cli.hosts.append(host)  # type: ignore[attr-defined]
+    approval_id = _asked(cli, run_id)
+    approved = cli("approve", approval_id)
+    assert approved.returncode == 0, approved.stderr
+    wait_until(lambda: _command(cli) is not None, "the approved command started", DEADLINE_S)
+    command = _command(cli)
+    assert command is not None and command != GONE
+
+    os.kill(host, signal.SIGKILL)  # mid call: its journal entry written, its result not
+    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    # the promise of docs/tools.md: the launcher kills a dead runtime's command
+    wait_until(lambda: _gone(command), "the killed host's command killed", DEADLINE_S)
+
+    resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
+    code, out, err = finish(resumed)
+    assert code == 0, err
+    said = msgspec.json.decode(out)
+    assert run_id in said.get("resumed", []), out + err
+    assert (cli.root / "out.txt").read_text() == "line\n"  # once: not run again
+    with cli.store() as store:
+        record = store.get_run(run_id)
+        kinds = [e.kind for e in store.events(run_id)]
+        (approval,) = store.list_approvals(pending=False)
+    assert record is not None and record.outcome is not None
+    assert record.status == "completed"
+    assert record.outcome.result is not None
+    assert record.outcome.result.startswith("writer got: This Bash call was interrupted")
+    # the resumed run read the journal's start first: not asked again, the answer taken once
+    assert kinds.count("approval_asked") == 1 and kinds.count("approval_answered") == 1
+    assert kinds.count("started") == 2
+    assert approval.approval_id == approval_id and approval.status == "allowed"
