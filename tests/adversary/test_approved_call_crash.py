@@ -38,12 +38,26 @@ script:
 You write.
 """
 
+QUICK_WRITER = """---
+name: quick
+description: Appends a line to out.txt with Bash, then says what it got.
+tools: Bash
+script:
+  - tool_calls:
+      - name: Bash
+        input: {command: "echo line >> out.txt; echo ran"}
+  - text: "quick got: {result0}"
+---
+You write.
+"""
+
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cli]:
     database = request.getfixturevalue("pg_url") if request.param == "postgres" else None
     given = Cli(tmp_path, database=database)
     (given.agents / "writer.md").write_text(SLOW_WRITER, encoding="utf-8")
+    (given.agents / "quick.md").write_text(QUICK_WRITER, encoding="utf-8")
     hosts: list[int] = []
     given.hosts = hosts  # type: ignore[attr-defined]
     yield given
@@ -85,13 +99,18 @@ def _asked(cli: Cli, run_id: str) -> str:
     return found[0]
 
 
-def test_an_approved_call_killed_mid_way_is_not_run_again_after_resume(cli: Cli) -> None:
-    proc = cli("run", "--detach", "writer", "go", "--agents", str(cli.agents), "--json")
+def _detach(cli: Cli, agent: str) -> tuple[str, int]:
+    proc = cli("run", "--detach", agent, "go", "--agents", str(cli.agents), "--json")
     assert proc.returncode == 0, proc.stderr
     data = msgspec.json.decode(proc.stdout)
     run_id, host = data["run_id"], data["pid"]
-    assert host > 0
+    assert isinstance(host, int) and host > 0
     cli.hosts.append(host)  # type: ignore[attr-defined]
+    return run_id, host
+
+
+def test_an_approved_call_killed_mid_way_is_not_run_again_after_resume(cli: Cli) -> None:
+    run_id, host = _detach(cli, "writer")
     approval_id = _asked(cli, run_id)
     approved = cli("approve", approval_id)
     assert approved.returncode == 0, approved.stderr
@@ -122,3 +141,32 @@ def test_an_approved_call_killed_mid_way_is_not_run_again_after_resume(cli: Cli)
     assert kinds.count("approval_asked") == 1 and kinds.count("approval_answered") == 1
     assert kinds.count("started") == 2
     assert approval.approval_id == approval_id and approval.status == "allowed"
+
+
+def test_an_answer_its_host_never_took_is_taken_once_after_a_crash(cli: Cli) -> None:
+    """The answer is posted (with its command for the host) while the host is stopped, so
+    it never claims it; the host is then killed. The resumed run takes the answer once
+    (the command the dead host left and the answer read again are one answer) and runs
+    the call once."""
+    run_id, host = _detach(cli, "quick")
+    approval_id = _asked(cli, run_id)
+    os.kill(host, signal.SIGSTOP)
+    try:
+        approved = cli("approve", approval_id)
+        assert approved.returncode == 0, approved.stderr
+    finally:
+        os.kill(host, signal.SIGKILL)  # (a stopped process dies of SIGKILL too)
+    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    assert not (cli.root / "out.txt").exists()  # not run by the stopped host
+
+    resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
+    code, out, err = finish(resumed)
+    assert code == 0, err
+    assert run_id in msgspec.json.decode(out).get("resumed", []), out + err
+    assert (cli.root / "out.txt").read_text() == "line\n"  # once
+    with cli.store() as store:
+        record = store.get_run(run_id)
+        kinds = [e.kind for e in store.events(run_id)]
+    assert record is not None and record.outcome is not None, record
+    assert (record.status, record.outcome.result) == ("completed", "quick got: ran"), record
+    assert kinds.count("approval_answered") == 1
