@@ -170,3 +170,30 @@ def test_an_answer_its_host_never_took_is_taken_once_after_a_crash(cli: Cli) -> 
     assert record is not None and record.outcome is not None, record
     assert (record.status, record.outcome.result) == ("completed", "quick got: ran"), record
     assert kinds.count("approval_answered") == 1
+
+
+def test_a_call_cut_by_a_crash_reads_as_unknown_in_a_continuation_not_as_never_run(
+    cli: Cli,
+) -> None:
+    """The host dies mid call; the orphaned run is stopped, not resumed, and then continued:
+    the continued conversation must not tell the model the call was not run (it ran: the
+    line is written), but that its effects are unknown, as a resume would. Before: `not run:
+    the run ended before this call finished`, and a model believing it would run it again."""
+    run_id, host = _detach(cli, "writer")
+    approved = cli("approve", _asked(cli, run_id))
+    assert approved.returncode == 0, approved.stderr
+    wait_until(lambda: _command(cli) is not None, "the approved command started", DEADLINE_S)
+    command = _command(cli)
+    assert command is not None and command != GONE
+    os.kill(host, signal.SIGKILL)
+    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    wait_until(lambda: _gone(command), "the killed host's command killed", DEADLINE_S)
+    stopped = cli("stop", run_id)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+    continued = cli("continue", run_id, "go on", "--agents", str(cli.agents), "--json")
+    assert continued.returncode == 0, continued.stderr
+    said = msgspec.json.decode(continued.stdout)["outcome"]["result"]
+    assert (cli.root / "out.txt").read_text() == "line\n"  # it ran, once
+    assert said.startswith("writer got: This Bash call was interrupted"), said
+    assert "effects are unknown" in said and "not run: " not in said, said
