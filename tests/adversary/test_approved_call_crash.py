@@ -197,3 +197,34 @@ def test_a_call_cut_by_a_crash_reads_as_unknown_in_a_continuation_not_as_never_r
     assert (cli.root / "out.txt").read_text() == "line\n"  # it ran, once
     assert said.startswith("writer got: This Bash call was interrupted"), said
     assert "effects are unknown" in said and "not run: " not in said, said
+
+
+def test_two_resumes_at_once_take_the_run_once_and_run_the_approved_call_once(
+    cli: Cli,
+) -> None:
+    """The host dies with an ask pending; it is answered while no host runs (the call never
+    started: whoever takes the run up runs it); two `subagents resume` start at once. The
+    store's restore is one transaction that re-stamps the runs (docs/store.md): one takes
+    the run, the other finds nothing, and the call runs once."""
+    run_id, host = _detach(cli, "quick")
+    approval_id = _asked(cli, run_id)
+    os.kill(host, signal.SIGKILL)
+    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    approved = cli("approve", approval_id)
+    assert approved.returncode == 0, approved.stderr
+
+    both = [cli.start("resume", "--agents", str(cli.agents), "--json") for _ in range(2)]
+    ended = [finish(p) for p in both]
+    took = []
+    for code, out, err in ended:
+        said = msgspec.json.decode(out) if out.strip() else {}
+        if run_id in said.get("resumed", []):
+            assert code == 0, err
+            took.append(run_id)
+    assert len(took) == 1, ended  # one took it, the other found it taken
+    assert (cli.root / "out.txt").read_text() == "line\n"  # once
+    with cli.store() as store:
+        record = store.get_run(run_id)
+        kinds = [e.kind for e in store.events(run_id)]
+    assert record is not None and record.status == "completed", record
+    assert kinds.count("completed") == 1 and kinds.count("approval_answered") == 1, kinds
