@@ -121,12 +121,17 @@ class Recovery:
 
     def _count_ended_spend(self, snapshot: RestoreSnapshot) -> None:
         """What the ended runs of each tree taken up spent, for its budgets (``restored_spend``):
-        one walk of each tree's records, read already for its resumed runs."""
-        taken = set(self.taken)
+        one walk of each tree's records, read already for its resumed runs; only of a tree
+        with a budget (a budgeted run's descendants all have one: carved out of it)."""
         trees: dict[str, Sequence[RunRecord]] = {}
         for unfinished in snapshot.unfinished:
-            if unfinished.tree and unfinished.record.run_id in taken:
-                trees.setdefault(unfinished.record.root_run_id, unfinished.tree)
+            record = unfinished.record
+            if not unfinished.tree or (
+                record.token_budget is None and record.cost_budget_usd is None
+            ):
+                continue
+            if record.run_id in self.runs:  # taken up (not a live host's)
+                trees.setdefault(record.root_run_id, unfinished.tree)
         for tree in trees.values():
             self.runs.spent_before.update(ended_spend(tree, self.runs))
 

@@ -367,6 +367,7 @@ class RunTable:
         self.tree = RunTree(self._runs)
         self.ended_roots.clear()
         self._admitted.clear()
+        self.spent_before.clear()
         self.generation += 1
         return forgotten
 
@@ -379,6 +380,7 @@ class RunTable:
         for run_id in run_ids:
             state = self._runs.pop(run_id, None)
             self._live.discard(run_id)
+            self.spent_before.pop(run_id, None)
             if state is not None and state.record.parent_run_id is None:
                 self._admitted.pop(run_id, None)
         self.ended_roots = [r for r in self.ended_roots if r not in run_ids]
