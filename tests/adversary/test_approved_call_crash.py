@@ -228,3 +228,59 @@ def test_two_resumes_at_once_take_the_run_once_and_run_the_approved_call_once(
         kinds = [e.kind for e in store.events(run_id)]
     assert record is not None and record.status == "completed", record
     assert kinds.count("completed") == 1 and kinds.count("approval_answered") == 1, kinds
+
+
+HOOKED = f"""---
+name: hooked
+description: Appends a line to out.txt with Bash behind a PreToolUse hook.
+tools: Bash
+hooks:
+  PreToolUse:
+    - matcher: "Bash"
+      hooks:
+        - type: command
+          command: "cat >/dev/null; if [ ! -e hooked ]; then touch hooked; echo $$ {NS} > pid; sleep 60; fi; echo '{{}}'"
+script:
+  - tool_calls:
+      - name: Bash
+        input: {{command: "echo line >> out.txt; echo ran"}}
+  - text: "hooked got: {{result0}}"
+---
+You write.
+"""  # noqa: E501
+
+
+def test_an_approval_taken_then_a_crash_before_the_journal_runs_the_call_once(
+    cli: Cli,
+) -> None:
+    """The host takes the answer, runs the call's PreToolUse hook (after the approval,
+    before the journal: docs/tools.md) and is killed there: the call never started. The
+    resumed run has the answer again (same approval id) and runs the call, once."""
+    (cli.agents / "hooked.md").write_text(HOOKED, encoding="utf-8")
+    proc = cli(
+        "run", "--detach", "hooked", "go", "--agents", str(cli.agents), "--json",
+        "--allow-hooks",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = msgspec.json.decode(proc.stdout)
+    run_id, host = data["run_id"], data["pid"]
+    assert isinstance(host, int) and host > 0
+    cli.hosts.append(host)  # type: ignore[attr-defined]
+    assert cli("approve", _asked(cli, run_id)).returncode == 0
+    wait_until(lambda: _command(cli) is not None, "the hook running", DEADLINE_S)
+    hook = _command(cli)
+    assert hook is not None and hook != GONE
+    os.kill(host, signal.SIGKILL)
+    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    wait_until(lambda: _gone(hook), "the hook killed", DEADLINE_S)
+    assert not (cli.root / "out.txt").exists()
+
+    resumed = cli.start("resume", "--agents", str(cli.agents), "--json", "--allow-hooks")
+    code, out, err = finish(resumed)
+    assert code == 0, err
+    assert run_id in msgspec.json.decode(out).get("resumed", []), out + err
+    assert (cli.root / "out.txt").read_text() == "line\n"  # run once, by the resumed run
+    with cli.store() as store:
+        record = store.get_run(run_id)
+    assert record is not None and record.outcome is not None, record
+    assert (record.status, record.outcome.result) == ("completed", "hooked got: ran"), record
