@@ -122,15 +122,20 @@ class Recovery:
     def _count_ended_spend(self, snapshot: RestoreSnapshot) -> None:
         """What the ended runs of each tree taken up spent, for its budgets (``restored_spend``):
         one walk of each tree's records, read already for its resumed runs; only of a tree
-        with a budget (a budgeted run's descendants all have one: carved out of it)."""
+        with a budget (a budgeted run's descendants all have one: carved out of it) that
+        this restore took (a run held before has its budget already, or the spend set by the
+        restore that took it: walking it again kept an entry never read)."""
         trees: dict[str, Sequence[RunRecord]] = {}
+        taken: set[str] | None = None  # by this restore: not a live host's, nor held before
         for unfinished in snapshot.unfinished:
             record = unfinished.record
             if not unfinished.tree or (
                 record.token_budget is None and record.cost_budget_usd is None
             ):
                 continue
-            if record.run_id in self.runs:  # taken up (not a live host's)
+            if taken is None:  # (built only when a budgeted tree is read: most have none)
+                taken = set(self.taken)
+            if record.run_id in taken:
                 trees.setdefault(record.root_run_id, unfinished.tree)
         for tree in trees.values():
             self.runs.spent_before.update(ended_spend(tree, self.runs))
