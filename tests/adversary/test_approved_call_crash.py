@@ -205,7 +205,14 @@ def test_two_resumes_at_once_take_the_run_once_and_run_the_approved_call_once(
     """The host dies with an ask pending; it is answered while no host runs (the call never
     started: whoever takes the run up runs it); two `subagents resume` start at once. The
     store's restore is one transaction that re-stamps the runs (docs/store.md): one takes
-    the run, the other finds nothing, and the call runs once."""
+    the run, the other finds nothing, and the call runs once.
+
+    A race, not a guard of that transaction: whether the two restores overlap depends on
+    the two processes' start-up. Reviewed (r-adv27, load ~26): with the snapshot read
+    outside the restore's transaction (``actors/supervisor.py`` ``_restored``) it passed 3
+    runs of 3 (SQLite twice, PostgreSQL once); the engineer saw it fail only with the window
+    widened by hand. It checks the outcome when they do overlap; a deterministic guard needs
+    the first restore held between its read and its commit (not written yet)."""
     run_id, host = _detach(cli, "quick")
     approval_id = _asked(cli, run_id)
     os.kill(host, signal.SIGKILL)
