@@ -144,6 +144,28 @@ def test_unanswered_calls_are_answered_not_run() -> None:
     ]
 
 
+def test_a_started_unanswered_call_is_answered_interrupted_not_not_run() -> None:
+    """A call the journal saw start (``Checkpoint.started``) may have run: its effects are
+    unknown, as a resumed run tells it, never "not run" (tests/adversary/
+    test_approved_call_crash.py has it through a crash, a stop and `subagents continue`)."""
+    uses = (ToolUseBlock("t1", "Bash", {}), ToolUseBlock("t2", "Write", {}))
+    cp = Checkpoint(
+        run_id="r1",
+        step=1,
+        messages=(ChatMessage("user", (TextBlock("task"),)), ChatMessage("assistant", uses)),
+        started=("t1",),
+    )
+    record = RunRecord(run_id="r1", agent="a", task="task", root_run_id="r1")
+    seeded = conversation(Continued(record, cp), run_id="r2", text="go on")
+    answers = [b for b in seeded.messages[-1].content if isinstance(b, ToolResultBlock)]
+    assert [(a.tool_use_id, a.is_error) for a in answers] == [("t1", True), ("t2", True)]
+    assert answers[0].content.startswith(
+        "This Bash call was interrupted: its run ended while the call ran, before its result"
+    )
+    assert "effects are unknown" in answers[0].content
+    assert answers[1].content == NOT_RUN  # never started: it did not run
+
+
 def test_a_run_cancelled_mid_tool_call_is_continued() -> None:
     model = ScriptedModel(
         {"a": [{"tool_calls": [{"name": "Bash", "input": {"command": "sleep 60"}}]}, "resumed"]}

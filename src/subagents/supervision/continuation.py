@@ -36,9 +36,15 @@ from subagents.messages import (
     ToolUseBlock,
 )
 from subagents.supervision.handdown import first_message_text
+from subagents.tools import journal
 
 NOT_RUN = "not run: the run ended before this call finished"
-"""The answer a continued conversation gets for a tool call its earlier run left unanswered."""
+"""The answer a continued conversation gets for a tool call its earlier run left unanswered
+and never started (a call with side effects is journaled before it runs: not started, it
+did not run)."""
+ENDED_MID_CALL = "its run ended while the call ran,"
+"""Why a journaled call that started and has no answer is interrupted (``journal``): its
+effects are unknown, never told as not run (a model would run it again)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,8 @@ def outside_tree(continued: Continued, requester: RunRecord) -> str | None:
 def conversation(continued: Continued, *, run_id: str, text: str) -> Checkpoint:
     """The step-0 checkpoint of a run continuing ``continued``: its conversation as it
     ended, then ``text`` as the next user message. A last turn's tool calls left without an
-    answer (a run stopped or timed out mid-turn) are answered ``NOT_RUN``, so the
+    answer (a run stopped or timed out mid-turn, or its host died) are answered ``NOT_RUN``,
+    or interrupted when the journal saw them start (``_unanswered``), so the
     conversation is one a model accepts; a run that took no step contributes its task (and
     its result: a function agent keeps no conversation)."""
     record = continued.record
@@ -111,8 +118,19 @@ def conversation(continued: Continued, *, run_id: str, text: str) -> Checkpoint:
     else:
         answered = {r.tool_use_id: r for r in cp.answered} if cp is not None else {}
         uses = [b for b in last.content if isinstance(b, ToolUseBlock)]
+        started = frozenset(cp.started) if cp is not None else frozenset()
         blocks: list[ContentBlock] = [
-            answered.get(u.id) or ToolResultBlock(u.id, NOT_RUN, is_error=True) for u in uses
+            answered.get(u.id) or _unanswered(u, started=u.id in started) for u in uses
         ]
         messages.append(ChatMessage("user", (*blocks, TextBlock(text))))
     return Checkpoint(run_id=run_id, step=0, messages=tuple(messages))
+
+
+def _unanswered(use: ToolUseBlock, *, started: bool) -> ToolResultBlock:
+    """The answer of a last turn's call left without one: ``NOT_RUN``, or, for a call the
+    journal saw start (its run stopped, timed out or its host died during it), interrupted
+    with its effects unknown, as a resumed run tells it (docs/tools.md, "The tool journal")."""
+    if not started:
+        return ToolResultBlock(use.id, NOT_RUN, is_error=True)
+    said = journal.interrupted_message(use.name, ENDED_MID_CALL)
+    return ToolResultBlock(use.id, said, is_error=True)

@@ -213,7 +213,8 @@ class PolicyBook:
             current = self.runs.get(current.record.parent_run_id)
         for state in reversed(chain):
             record = state.record
-            spent = Usage()
+            # its ended descendants' spend (not held again after a restore), then the held
+            spent = self.runs.spent_before.pop(record.run_id, Usage())
             for r in self.runs.tree.subtree(record.run_id):
                 other = self.runs.get(r)
                 if other is not None:
@@ -273,8 +274,11 @@ class PolicyBook:
     def forget(self, run_ids: Iterable[str]) -> None:
         """Drop the runs' entries: their policies, budgets and restart windows, one pop each."""
         pop = self._entries.pop
+        before = self.runs.spent_before  # (empty but after a restore of budgeted trees)
         for run_id in run_ids:
             pop(run_id, None)
+            if before:
+                before.pop(run_id, None)
 
 
 def _no_budget(req: SpawnRequest, spec: AgentSpec, policy: Policy, limits: Limits) -> bool:

@@ -11,18 +11,19 @@ The store is read by the actor (``store.snapshot``); the decisions here only use
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import ChildDone, RestoreReport, RunStatus
+from subagents.messages import ChildDone, RestoreReport, RunRecord, RunStatus
 from subagents.store.leases import restartable_host
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import OutcomeDelivered, ReleaseLease, SaveRun
 from subagents.supervision.effects import Decided, Effect, TellOutside
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.outcomes import End
+from subagents.supervision.restored_spend import ended_spend
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 from subagents.supervision.topics import Topics
@@ -99,6 +100,7 @@ class Recovery:
             # before any of them starts: a start hands the run its tree's count)
             self.runs.recount(record.root_run_id, snapshot.tree_runs.get(record.root_run_id, 0))
             decided.add(self._restore_one(unfinished, report))
+        self._count_ended_spend(snapshot)
         # their topic subscriptions, before any of them starts (and publishes)
         held = self.runs.hosted()
         self.topics.restore(s for s in snapshot.subscriptions if s.run_id in held)
@@ -116,6 +118,27 @@ class Recovery:
             # a live parent gets it through recovered messages when it resumes
         decided.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
         return report, decided
+
+    def _count_ended_spend(self, snapshot: RestoreSnapshot) -> None:
+        """What the ended runs of each tree taken up spent, for its budgets (``restored_spend``):
+        one walk of each tree's records, read already for its resumed runs; only of a tree
+        with a budget (a budgeted run's descendants all have one: carved out of it) that
+        this restore took (a run held before has its budget already, or the spend set by the
+        restore that took it: walking it again kept an entry never read)."""
+        trees: dict[str, Sequence[RunRecord]] = {}
+        taken: set[str] | None = None  # by this restore: not a live host's, nor held before
+        for unfinished in snapshot.unfinished:
+            record = unfinished.record
+            if not unfinished.tree or (
+                record.token_budget is None and record.cost_budget_usd is None
+            ):
+                continue
+            if taken is None:  # (built only when a budgeted tree is read: most have none)
+                taken = set(self.taken)
+            if record.run_id in taken:
+                trees.setdefault(record.root_run_id, unfinished.tree)
+        for tree in trees.values():
+            self.runs.spent_before.update(ended_spend(tree, self.runs))
 
     def untake(self, effects: list[Effect]) -> list[Effect]:
         """The last restore's writes were not committed (the store failed): the store still

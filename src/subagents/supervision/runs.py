@@ -27,6 +27,7 @@ from subagents.messages import (
     Preview,
     RunRecord,
     RunStatus,
+    Usage,
 )
 from subagents.store.writes import AddToCheckpoint, SaveRun
 from subagents.supervision.admission_checks import Standing
@@ -143,6 +144,9 @@ class RunTable:
         """How many runs each held root's tree has admitted, ended ones included
         (``max_runs_per_tree``): counted at admission, recounted from the store on a
         restore, dropped with the tree."""
+        self.spent_before: dict[str, Usage] = {}
+        """What the ended, not held, descendants of a restored run with a budget spent
+        (``restored_spend``): set by a restore, taken when its budget is rebuilt."""
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -363,6 +367,7 @@ class RunTable:
         self.tree = RunTree(self._runs)
         self.ended_roots.clear()
         self._admitted.clear()
+        self.spent_before.clear()
         self.generation += 1
         return forgotten
 
@@ -375,6 +380,7 @@ class RunTable:
         for run_id in run_ids:
             state = self._runs.pop(run_id, None)
             self._live.discard(run_id)
+            self.spent_before.pop(run_id, None)
             if state is not None and state.record.parent_run_id is None:
                 self._admitted.pop(run_id, None)
         self.ended_roots = [r for r in self.ended_roots if r not in run_ids]

@@ -31,9 +31,11 @@ def interrupted(tool: Tool | None, started: bool) -> bool:
     return tool is None or tool.side_effects
 
 
-def interrupted_message(tool_name: str) -> str:
+def interrupted_message(tool_name: str, cause: str = "the process running it stopped") -> str:
+    """What the model reads of a call that started and has no result: ``cause`` says why
+    (a resumed run's: its process died; a continued run's: its run ended)."""
     return (
-        f"This {tool_name} call was interrupted: the process running it stopped before its"
+        f"This {tool_name} call was interrupted: {cause} before its"
         f" result was recorded, so its effects are unknown (it may have run completely,"
         f" partly or not at all). It was not run again. Check the current state (read the"
         f" file, list the directory, look at the output or the repository status) before"
