@@ -10,8 +10,10 @@ the supervisor's way of writing (``write_all``) and the methods alike.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -20,6 +22,8 @@ from storekit import event, run
 from run_ends import ends_of
 from subagents.messages import EventKind, RunRecord, RunStatus
 from subagents.store.base import AlreadyEnded, RunStore, StoreError
+from subagents.store.errors import SECOND_END
+from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import AppendEvent, SaveRun, write_all
 
 
@@ -138,3 +142,54 @@ def test_an_end_waiting_for_the_row_of_an_end_that_lands_is_refused(pg_url: str)
     finally:
         late.close()
         store.close()
+
+
+def _ended_run_rewritten_raw(store: RunStore, write: Callable[[], None]) -> str:
+    """What a writer that knows nothing of the trigger (a process of before v14) is told
+    when it ends an ended run again with ``write``; checks the runtime's own refusal does
+    not carry the older process's words."""
+    store.save_run(_end(run("r1"), RunStatus.COMPLETED, 10.0))
+    with pytest.raises(AlreadyEnded) as own:
+        store.save_run(_end(run("r1"), RunStatus.FAILED, 11.0))
+    assert "must stop" not in str(own.value), own.value
+    with pytest.raises(Exception) as raw:  # the driver's own error: all an older process has
+        write()
+    return str(raw.value)
+
+
+OLDER_TOLD = (
+    "a process of subagents older than this store's schema (v14 on SQLite, v5 on PostgreSQL)"
+    " that sees this must stop: a newer runtime upgraded the store"
+)
+
+
+def test_an_older_process_ending_an_ended_run_is_told_to_stop_sqlite(tmp_path: Path) -> None:
+    """A process of before v14, still running when a newer one upgraded the file, saw the
+    trigger's words alone as a plain StoreError, and its recovery retried: the trigger's
+    message now says what happened and what to do (it is all an older process shows)."""
+    path = tmp_path / "runs.sqlite3"
+    with SQLiteStore(path) as store, sqlite3.connect(path) as older:
+
+        def write() -> None:
+            older.execute("UPDATE runs SET status = 'failed' WHERE run_id = 'r1'")
+
+        said = _ended_run_rewritten_raw(store, write)
+    assert said.startswith(SECOND_END) and OLDER_TOLD in said, said
+
+
+def test_an_older_process_ending_an_ended_run_is_told_to_stop_postgres(pg_url: str) -> None:
+    import psycopg
+
+    from subagents.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as older:
+
+            def write() -> None:
+                older.execute("UPDATE subagents.runs SET status = 'failed' WHERE run_id = 'r1'")
+
+            said = _ended_run_rewritten_raw(store, write)
+    finally:
+        store.close()
+    assert said.startswith("run r1 ended already (completed)") and OLDER_TOLD in said, said
