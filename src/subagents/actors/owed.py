@@ -7,7 +7,9 @@ connection, lost before it answered) may have been committed all the same, and w
 again then gives each run it ended a second end (a second ``failed`` event, its outcome and
 record saved over). So before writing it again, the runs it ends are read: those the store
 keeps ended are left out of the writes (their end, whoever recorded it, stands); the
-decision's reply and effects stay (its runs' callers are told, its agents stopped, once).
+decision's reply and effects stay (its runs' callers are told, its agents stopped, once),
+but for the events it publishes of the runs left out: the end the store keeps is published
+in place of the recovery's ``failed`` (live subscribers are shown what the store keeps).
 
 Only the runs the store does not list unfinished are read: none when the write left nothing
 but runs the store never had, all of them when it was committed; a slice of them at a time
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
+from subagents.messages import Event, EventKind, RunStatus
 from subagents.store.base import READ_SLICE, RunStore
 from subagents.store.writes import (
     AppendEvent,
@@ -30,7 +33,7 @@ from subagents.store.writes import (
     SaveRun,
     Write,
 )
-from subagents.supervision.effects import Decision
+from subagents.supervision.effects import Decision, Effect, Publish
 
 _RUN_OF: dict[type[Any], Callable[[Any], str]] = {
     SaveRun: lambda w: w.record.run_id,
@@ -57,7 +60,28 @@ def still_owed(decision: Decision, store: RunStore, unfinished: Collection[str])
     if not kept:
         return decision
     writes: list[Write] = [w for w in decision.writes if _about(w) not in kept]
-    return Decision(decision.reply, writes, decision.effects)
+    effects: list[Effect] = [
+        e for e in decision.effects if not (isinstance(e, Publish) and e.event.run_id in kept)
+    ]
+    effects += (Publish(end) for end in _kept_ends(store, kept))
+    return Decision(decision.reply, writes, effects)
+
+
+def _kept_ends(store: RunStore, run_ids: Collection[str]) -> list[Event]:
+    """The end event the store keeps of each of ``run_ids`` (kept ended): what live
+    subscribers are shown in place of the recovery's ``failed``, which the store refused
+    (another writer's end, or a late ``COMMIT``, whose own publishing, if any, was in
+    another process or lost with the decision that failed). A few runs, on a rare path:
+    each one's events read (none kept: nothing published)."""
+    ends: list[Event] = []
+    for run_id in run_ids:
+        last = [e for e in store.events(run_id) if e.kind in END_KINDS]
+        ends += last[-1:]
+    return ends
+
+
+END_KINDS = frozenset(EventKind(status.value) for status in RunStatus if status.terminal)
+"""The kinds of a run's end event (one per end: ``store.base.AlreadyEnded``)."""
 
 
 def _about(write: Write) -> str | None:
