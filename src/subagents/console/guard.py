@@ -183,8 +183,10 @@ def _query(scope: Scope) -> dict[str, str]:
 
 
 def _tokens_in_query(scope: Scope) -> int:
+    """How many times the query gives ``token``, its name read as ``_query`` reads it
+    (percent-decoded: ``tok%65n`` is ``token`` there, so no test of the raw bytes first)."""
     raw: bytes = scope.get("query_string", b"")
-    if b"token" not in raw:  # (most requests: the cookie or a header)
+    if not raw:  # (most requests: the cookie or a header)
         return 0
     return sum(1 for name, _ in parse_qsl(raw.decode("latin-1")) if name == "token")
 
