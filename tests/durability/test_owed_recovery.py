@@ -89,7 +89,9 @@ def test_an_owed_recovery_publishes_another_writers_end_and_reads_no_more() -> N
             _run(run_id), status=RunStatus.COMPLETED, ended_at=1.5, outcome=done
         )
         store.save_run(ended)
-        end = Event(kind=EventKind.COMPLETED, run_id=run_id, agent="echo", root_run_id=run_id)
+        end = Event(
+            kind=EventKind.COMPLETED, run_id=run_id, agent="echo", root_run_id=run_id, ts=1.5
+        )
         store.append_event(end)
     published = {r: _event(writes[r]) for r in ("ours", "theirs")}
     effects = [Publish(published["ours"]), Publish(published["theirs"])]
@@ -100,6 +102,9 @@ def test_an_owed_recovery_publishes_another_writers_end_and_reads_no_more() -> N
     shown = [(e.event.run_id, e.event.kind) for e in owed.effects if isinstance(e, Publish)]
     assert sorted(shown) == [("ours", EventKind.FAILED), ("theirs", EventKind.COMPLETED)]
     assert Publish(published["ours"]) in owed.effects  # the decided event itself
+    assert store.events_read == ["theirs"]
+    again = still_owed(owed, store, set())  # a next try (its write failed again): as it was
+    assert again.writes == [] and again.effects == owed.effects
     assert store.events_read == ["theirs"]
 
 

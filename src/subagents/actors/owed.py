@@ -63,24 +63,27 @@ def still_owed(decision: Decision, store: RunStore, unfinished: Collection[str])
     if not kept:
         return decision
     writes: list[Write] = [w for w in decision.writes if _about(w) not in kept]
-    ours = {w.record.run_id: w.record for w in decision.writes if isinstance(w, SaveRun)}
-    others = {run_id for run_id, r in kept.items() if not _same_end(r, ours.get(run_id))}
-    shown = {e.event.run_id for e in decision.effects if _publishes(e, others)}
+    shown = {
+        e.event.run_id
+        for e in decision.effects
+        if isinstance(e, Publish)
+        and (record := kept.get(e.event.run_id)) is not None
+        and not _is_kept_end(e.event, record)
+    }
     if not shown:
         return Decision(decision.reply, writes, decision.effects)
-    effects: list[Effect] = [e for e in decision.effects if not _publishes(e, shown)]
+    effects: list[Effect] = [
+        e for e in decision.effects if not (isinstance(e, Publish) and e.event.run_id in shown)
+    ]
     effects += (Publish(end) for end in _kept_ends(store, shown))
     return Decision(decision.reply, writes, effects)
 
 
-def _same_end(kept: RunRecord, ours: RunRecord | None) -> bool:
-    """Whether the end the store keeps is the one this decision writes (the trigger's
-    test: the same status and end time): its write was committed."""
-    return ours is not None and (kept.status, kept.ended_at) == (ours.status, ours.ended_at)
-
-
-def _publishes(effect: Effect, run_ids: Collection[str]) -> bool:
-    return isinstance(effect, Publish) and effect.event.run_id in run_ids
+def _is_kept_end(event: Event, kept: RunRecord) -> bool:
+    """Whether ``event`` is the end the store keeps in ``kept`` (its kind the status, its
+    time the end time: an end's record and event are one moment, ``closing.close_all``):
+    the recovery's own, committed, or one published in place of it at an earlier try."""
+    return event.kind.value == kept.status.value and event.ts == kept.ended_at
 
 
 def _kept_ends(store: RunStore, run_ids: Collection[str]) -> list[Event]:
