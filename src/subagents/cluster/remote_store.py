@@ -90,8 +90,8 @@ class ClusterStore(RunStore):
         self.name = name
         self._batches = _OpenBatch()
         self._closed = False
+        _refuse_another_protocol(actor, self._get, name)  # first: any other answer may differ
         info: StoreInfo = self._get(actor.info.remote(), "info")
-        _refuse_another_protocol(actor, self._get, name)
         self.path = Path(info.path)
         """The store's file, on the head node (``host``): for messages; never opened here."""
         self.host = info.host
