@@ -16,7 +16,7 @@ from msgspec.structs import replace
 
 from damaged_rows import ask, run, saved
 
-IDS = ("a/b", "b", "café")
+IDS = ("a/b", "b", "café", "100%", "a?b#c", "\U0001f600 x")
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -54,7 +54,11 @@ def test_a_run_page_shows_the_run_its_path_names(page: Any, served: Served) -> N
         "/runs/a%2Fb": "a/b",
         "/runs/b": "b",
         "/runs/caf%C3%A9": "café",
+        "/runs/100%": "100%",  # (no escape: as the server reads it)
     }.items():
+        _shown(page, served.base, path, run_id)
+    for run_id in IDS:  # the console's own links, as its scripts make them
+        path = page.evaluate("(id) => '/runs/' + encodeURIComponent(id)", run_id)
         _shown(page, served.base, path, run_id)
 
 
