@@ -398,8 +398,12 @@ def last_listing(store: InspectedStore) -> tuple[str, ...]:
 
 
 def resolve(store: InspectedStore, ref: str) -> RunRecord:
-    """The run ``ref`` names (id, unique prefix or suffix, ``#N``); ``CliError`` otherwise."""
-    ref = ref.strip()
+    """The run ``ref`` names (id, unique prefix or suffix, ``#N``); ``CliError`` otherwise
+    (a usage error for one that is not UTF-8, argv's bad bytes: no run holds it, and the
+    store's look-up raised a bare ``UnicodeEncodeError``)."""
+    from subagents.cli.text_input import utf8_text  # (it imports this module)
+
+    ref = utf8_text(ref, "RUN").strip()
     if not ref:
         raise CliError("empty run reference; give a run id, a unique prefix of one, or #N")
     if ref.startswith("#"):
