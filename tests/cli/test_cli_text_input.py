@@ -53,6 +53,35 @@ def test_mail_text_from_stdin_that_is_not_utf8_is_a_usage_error(cli: Cli) -> Non
     assert "TEXT read from stdin is not UTF-8 text: byte 0xe9 at offset 3" in err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["info"],
+        ["log"],
+        ["tree"],
+        ["events", "--run"],
+        ["ps", "--root"],
+        ["stop"],
+        ["stop", "--requester"],
+        ["wait"],
+        ["attach"],
+        ["send"],
+        ["continue"],
+        ["approvals"],
+    ],
+)
+def test_a_run_that_is_not_utf8_is_a_usage_error(cli: Cli, command: list[str]) -> None:
+    """A RUN in another encoding (argv's bad bytes, lone surrogates) names no run: a usage
+    error naming the byte (the store's look-up raised a UnicodeEncodeError traceback)."""
+    assert _run(cli, "run", "quick", "hi", "--agents", str(cli.agents)).returncode == 0
+    extra = ["hi"] if command[0] in ("send", "continue") else []
+    proc = _run(cli, *command, LATIN1, *extra)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "RUN is not UTF-8 text: byte 0xe9 at character 3" in err, err
+    assert "Traceback" not in err
+
+
 def test_a_utf8_task_from_stdin_is_taken_exactly(cli: Cli) -> None:
     task = "caf\xe9\r\ncr\xe8me"
     proc = _run(

@@ -170,3 +170,53 @@ def test_a_batch_is_the_threads_that_opened_it(store: ClusterStore, served: Any)
         thread.join(WAIT_S)
     assert not thread.is_alive() and errors == []
     assert other.get_run("t1") == run("t1")
+
+
+def _older_head() -> type:
+    """The head class of a subagents of before session 27, as far as a client sees it: every
+    method of today's ``Head`` but ``protocol`` (its store calls of then are not reproduced:
+    the client stops before any)."""
+    from subagents.cluster.head import Head
+
+    methods = {
+        k: v for k, v in vars(Head).items() if k not in ("protocol", "__dict__", "__weakref__")
+    }
+    return type("OlderHead", (), methods)
+
+
+def test_a_head_of_another_protocol_is_refused_naming_both_versions(
+    served: Any, tmp_path: Path
+) -> None:
+    """A detached head outlives its driver: an upgraded driver reaching the old head had its
+    recovery retry, for ever, a read the old head refused (``get_runs``), and an old driver
+    misread the new head's damaged rows. A client now refuses a head of another protocol at
+    its start, saying which each side runs and what to do; nothing is written."""
+    import ray
+
+    from subagents.cluster.head import Head
+    from subagents.cluster.store_service import PROTOCOL
+
+    class Newer(Head):
+        def protocol(self) -> int:
+            return PROTOCOL + 1
+
+    for n, (kind, said) in enumerate(
+        [
+            (_older_head(), "a subagents older than this one (no protocol version)"),
+            (Newer, f"protocol {PROTOCOL + 1}"),
+        ]
+    ):
+        name = f"test-cluster-protocol-{n}"
+        path = tmp_path / f"runs-{n}.sqlite3"
+        actor = head_actor(name=name, path=str(path), kind=kind)
+        try:
+            with pytest.raises(ClusterError) as refused:
+                ClusterStore(actor, name=name)
+            assert str(refused.value).startswith(
+                f"the cluster's store {name!r} is served by a head running {said}; this"
+                f" process runs protocol {PROTOCOL}: a head and the processes using it must"
+                " run the same subagents."
+            ), refused.value
+        finally:
+            ray.kill(actor)
+    assert ClusterStore(served, name="test-cluster-store").get_run("p") is None  # today's

@@ -5,12 +5,14 @@ recovery's own write lost unanswered: tests/durability/test_store_failure_unsure
 
 from __future__ import annotations
 
+import msgspec
+
 from subagents import MailState, MemoryStore
 from subagents.actors.owed import still_owed
-from subagents.messages import RunRecord
-from subagents.store.writes import SaveRun, SetMailsState, apply_writes
+from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.store.writes import AppendEvent, SaveRun, SetMailsState, Write, apply_writes
 from subagents.supervision.closing import failed_unheld
-from subagents.supervision.effects import Decision
+from subagents.supervision.effects import Decision, Publish
 
 
 def _run(run_id: str) -> RunRecord:
@@ -56,3 +58,56 @@ def test_an_owed_recovery_of_more_runs_than_a_read_takes_reads_each_slice() -> N
     owed = still_owed(Decision(tuple(ids), writes, []), store, set())
     about = {w.record.run_id for w in owed.writes if isinstance(w, SaveRun)}
     assert about == set(ids) - kept
+
+
+class _CountedReads(MemoryStore):
+    """A memory store that counts the runs whose events are read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events_read: list[str] = []
+
+    def events(self, run_id: str) -> list[Event]:
+        self.events_read.append(run_id)
+        return super().events(run_id)
+
+
+def test_an_owed_recovery_publishes_another_writers_end_and_reads_no_more() -> None:
+    """Of the runs it leaves out, a run another writer ended has the end the store keeps
+    published in place of the recovery's ``failed``, its events read; a run whose kept end
+    is the recovery's own (its write committed, unanswered) keeps the event decided, and its
+    events are not read (a committed recovery of 100,000 runs read each one's); a run the
+    recovery published nothing of (unheld) gets nothing published."""
+    store = _CountedReads()
+    for run_id in ("ours", "theirs", "unheld"):
+        store.save_run(_run(run_id))
+    writes = {r: failed_unheld(_run(r), "lost", 2.0) for r in ("ours", "theirs", "unheld")}
+    apply_writes(store, writes["ours"])  # the recovery's own write, committed
+    for run_id in ("theirs", "unheld"):  # another writer's end of each
+        done = Outcome(run_id=run_id, status=RunStatus.COMPLETED, result="done")
+        ended = msgspec.structs.replace(
+            _run(run_id), status=RunStatus.COMPLETED, ended_at=1.5, outcome=done
+        )
+        store.save_run(ended)
+        end = Event(
+            kind=EventKind.COMPLETED, run_id=run_id, agent="echo", root_run_id=run_id, ts=1.5
+        )
+        store.append_event(end)
+    published = {r: _event(writes[r]) for r in ("ours", "theirs")}
+    effects = [Publish(published["ours"]), Publish(published["theirs"])]
+    all_writes = [w for ws in writes.values() for w in ws]
+    decision = Decision(("ours", "theirs", "unheld"), all_writes, effects)
+    owed = still_owed(decision, store, set())
+    assert owed.writes == []  # every run kept ended
+    shown = [(e.event.run_id, e.event.kind) for e in owed.effects if isinstance(e, Publish)]
+    assert sorted(shown) == [("ours", EventKind.FAILED), ("theirs", EventKind.COMPLETED)]
+    assert Publish(published["ours"]) in owed.effects  # the decided event itself
+    assert store.events_read == ["theirs"]
+    again = still_owed(owed, store, set())  # a next try (its write failed again): as it was
+    assert again.writes == [] and again.effects == owed.effects
+    assert store.events_read == ["theirs"]
+
+
+def _event(writes: list[Write]) -> Event:
+    (event,) = [w.event for w in writes if isinstance(w, AppendEvent)]
+    return event

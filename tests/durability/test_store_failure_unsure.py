@@ -12,6 +12,7 @@ completed (the end that was committed), or failed as the recovery records it the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -371,4 +372,75 @@ def test_an_end_landing_between_the_recoverys_read_and_its_write_is_the_runs_one
     assert record is not None and record.status is RunStatus.COMPLETED
     assert ends_of(store, handle.run_id) == [EventKind.COMPLETED]
     assert again.status is RunStatus.COMPLETED
+    store.close()
+
+
+class EndsAHeldRunAfterTheRead(EndLandsAfterTheRead):
+    """Refuses the outcome ``task`` (the store fails: every live run is stopped); then, as
+    the recovery lists the runs unfinished, another writer ends the held run ``held_id``
+    (completed, ``_land``) just after the read: the recovery's ``failed`` for it is refused
+    and it is left out of the recovery written again."""
+
+    def __init__(self, path: Path, task: str) -> None:
+        super().__init__(path, task)
+        self.held_id: str | None = None
+        self.failing = True
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == self.task and self.failing:
+            self.failing = False
+            raise StoreError("the disk is full")
+        SQLiteStore.save_outcome(self, outcome, delivered)
+
+    def list_runs(self, *args: Any, **kwargs: Any) -> list[RunRecord]:
+        records = SQLiteStore.list_runs(self, *args, **kwargs)
+        if self.held_id is not None and not self.failing and kwargs.get("statuses") is not None:
+            held, self.held_id = self.held_id, None
+            self._land(held)
+        return records
+
+
+END_KINDS = {EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED, EventKind.TIMED_OUT}
+
+
+def test_a_held_run_a_recovery_leaves_out_has_the_end_the_store_keeps_published(
+    tmp_path: Path,
+) -> None:
+    """Live subscribers (and the runtime's own waits on ends) are shown the end the store
+    keeps of a run the recovery left out, not the recovery's ``failed`` the store refused
+    (before: published ``failed`` while the store kept ``completed``)."""
+    store = EndsAHeldRunAfterTheRead(tmp_path / "runs.db", "boom")
+    ends: list[tuple[str, EventKind]] = []
+    started = threading.Event()
+    ended = threading.Event()
+    landed = ""
+
+    async def held(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=WAIT)  # (stopped by the store's failure)
+        return "held"
+
+    agents = [FunctionAgent.create("echo", _echo), FunctionAgent.create("held", held)]
+    with Runtime(agents, store=store, command_poll_s=0.05) as rt:
+
+        def seen(event: Event) -> None:
+            if event.kind is EventKind.STARTED and event.agent == "held":
+                started.set()
+            elif event.kind in END_KINDS:
+                ends.append((event.run_id, event.kind))
+                if event.run_id == landed:
+                    ended.set()
+
+        rt.subscribe(seen)
+        handle = rt.spawn("held", "wait")
+        assert started.wait(WAIT), "the held run never started"
+        store.held_id = landed = handle.run_id
+        failed = rt.run("echo", "boom", timeout=WAIT)  # the store fails
+        assert failed.error_kind == "store", failed
+        assert rt.run("echo", "again", timeout=WAIT).status is RunStatus.COMPLETED
+        assert ended.wait(WAIT), "no end published for the held run"
+    assert store.held_id is None  # it landed
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.COMPLETED
+    assert ends_of(store, handle.run_id) == [EventKind.COMPLETED]
+    assert [kind for run_id, kind in ends if run_id == handle.run_id] == [EventKind.COMPLETED]
     store.close()

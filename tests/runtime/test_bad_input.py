@@ -337,3 +337,38 @@ def test_a_failure_whose_message_holds_a_lone_surrogate_is_recorded_as_a_termina
             RunStatus.FAILED,
             "ValueError: bad \ufffd fn",
         )
+
+
+def test_a_run_id_with_a_lone_surrogate_is_refused_naming_it(store: RunStore) -> None:
+    """A run id UTF-8 cannot encode (argv's bad bytes) names no run: every call given one
+    says so at the call, as ``ctx.status`` does (they raised a bare UnicodeEncodeError from
+    the store's look-up, or inside the supervisor); the runtime serves on."""
+    bad = "a\udc80"
+    said = re.escape(
+        f"no run {bad!r}: the run id holds a lone surrogate ('\\udc80' at position 1),"
+        " which UTF-8 cannot encode"
+    )
+    with Runtime(
+        [AgentSpec(name="worker", description="w")], model=ScriptedModel(), store=store
+    ) as rt:
+        calls: dict[str, Any] = {
+            "status": lambda: rt.status(bad),
+            "stop": lambda: rt.stop(bad),
+            "get": lambda: rt.get(bad),
+            "tree": lambda: rt.tree(bad),
+            "totals": lambda: rt.totals(bad),
+            "usage": lambda: rt.usage(bad),
+            "stats": lambda: rt.stats(bad),
+            "attach": lambda: rt.attach(bad),
+            "continue_run": lambda: rt.continue_run(bad, "go on"),
+            "approvals": lambda: rt.approvals(bad),
+            "runs(root_run_id)": lambda: rt.runs(root_run_id=bad),
+            "runs(requester)": lambda: rt.runs(requester=bad),
+            "wait_all": lambda: rt.wait_all([bad], timeout=WAIT),
+        }
+        for call in calls.values():
+            with pytest.raises(ValueError, match=f"^{said}$"):
+                call()
+        with pytest.raises(ValueError, match=r"^no agent 'a\\udc80': the agent holds a lone"):
+            rt.runs(agent=bad)
+        assert rt.run("worker", "still serving", wait=WAIT).status is RunStatus.COMPLETED

@@ -10,8 +10,10 @@ the supervisor's way of writing (``write_all``) and the methods alike.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -20,6 +22,8 @@ from storekit import event, run
 from run_ends import ends_of
 from subagents.messages import EventKind, RunRecord, RunStatus
 from subagents.store.base import AlreadyEnded, RunStore, StoreError
+from subagents.store.errors import SECOND_END
+from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import AppendEvent, SaveRun, write_all
 
 
@@ -138,3 +142,114 @@ def test_an_end_waiting_for_the_row_of_an_end_that_lands_is_refused(pg_url: str)
     finally:
         late.close()
         store.close()
+
+
+def _ended_run_rewritten_raw(store: RunStore, write: Callable[[], None]) -> str:
+    """What a writer that knows nothing of the trigger (a process of before v14) is told
+    when it ends an ended run again with ``write``; checks the runtime's own refusal does
+    not carry the older process's words."""
+    store.save_run(_end(run("r1"), RunStatus.COMPLETED, 10.0))
+    with pytest.raises(AlreadyEnded) as own:
+        store.save_run(_end(run("r1"), RunStatus.FAILED, 11.0))
+    assert "must stop" not in str(own.value), own.value
+    with pytest.raises(Exception) as raw:  # the driver's own error: all an older process has
+        write()
+    return str(raw.value)
+
+
+OLDER_TOLD = (
+    "a process of subagents older than this store's schema (v14 on SQLite, v5 on PostgreSQL)"
+    " that sees this must stop: a newer runtime upgraded the store"
+)
+
+
+def test_an_older_process_ending_an_ended_run_is_told_to_stop_sqlite(tmp_path: Path) -> None:
+    """A process of before v14, still running when a newer one upgraded the file, saw the
+    trigger's words alone as a plain StoreError, and its recovery retried: the trigger's
+    message now says what happened and what to do (it is all an older process shows)."""
+    path = tmp_path / "runs.sqlite3"
+    with SQLiteStore(path) as store, sqlite3.connect(path) as older:
+
+        def write() -> None:
+            older.execute("UPDATE runs SET status = 'failed' WHERE run_id = 'r1'")
+
+        said = _ended_run_rewritten_raw(store, write)
+    assert said.startswith(SECOND_END) and OLDER_TOLD in said, said
+
+
+def test_an_older_process_ending_an_ended_run_is_told_to_stop_postgres(pg_url: str) -> None:
+    import psycopg
+
+    from subagents.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as older:
+
+            def write() -> None:
+                older.execute("UPDATE subagents.runs SET status = 'failed' WHERE run_id = 'r1'")
+
+            said = _ended_run_rewritten_raw(store, write)
+    finally:
+        store.close()
+    assert said.startswith("run r1 ended already (completed)") and OLDER_TOLD in said, said
+
+
+def _kept_refused(store: RunStore) -> str:
+    """The runtime's own refusal of a second end, in a store whose trigger is of before
+    session 27 (its message shorter): still an ``AlreadyEnded``, the first end kept."""
+    store.save_run(_end(run("r1"), RunStatus.COMPLETED, 10.0))
+    with pytest.raises(AlreadyEnded, match="ended already") as refused:
+        store.save_run(_end(run("r1"), RunStatus.FAILED, 11.0))
+    kept = store.get_run("r1")
+    assert kept is not None and kept.status is RunStatus.COMPLETED
+    return str(refused.value)
+
+
+def test_a_store_upgraded_before_session_27_is_known_by_its_shorter_message_sqlite(
+    tmp_path: Path,
+) -> None:
+    """A v14 file an older runtime upgraded keeps the trigger's message of then (the
+    migration is not run again): the runtime knows it all the same."""
+    from subagents.store.migrations import _ended, _literal
+
+    path = tmp_path / "runs.sqlite3"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:  # the trigger as session 26's v13_to_v14 made it
+        conn.execute("DROP TRIGGER runs_one_end")
+        conn.execute(
+            f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
+            WHEN {_ended("old")} AND {_ended("new")}
+                AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
+            BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
+        )
+    conn.close()
+    with SQLiteStore(path) as store:
+        said = _kept_refused(store)
+    assert said.endswith(f": {SECOND_END}: the run ended already"), said
+
+
+def test_a_store_upgraded_before_session_27_is_known_by_its_shorter_message_postgres(
+    pg_url: str,
+) -> None:
+    import psycopg
+
+    from subagents.store.postgres import PostgresStore
+
+    PostgresStore(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # session 26's v5 function
+        conn.execute(
+            """CREATE OR REPLACE FUNCTION subagents.refuse_second_end() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'run % ended already (%): a second end (%) is refused, and'
+                    ' nothing of its transaction is kept', OLD.run_id, OLD.status, NEW.status
+                    USING ERRCODE = 'SA001', DETAIL = OLD.run_id;
+            END $$"""
+        )
+    store = PostgresStore(pg_url)
+    try:
+        said = _kept_refused(store)
+    finally:
+        store.close()
+    assert "is refused, and nothing of its transaction is kept)" in said, said

@@ -3,6 +3,7 @@ PreToolUse exit code 2 blocks the call and its stderr is the model's result."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,30 @@ You are guarded.
         outcome = rt.run("guarded", "go", wait=WAIT)
     assert outcome.result == "PreToolUse hook blocked this call: no shell today"
     assert not (repo / "made").exists()
+
+
+def test_a_post_tool_use_hook_gets_the_output_as_the_model_is_shown_it(repo: Path) -> None:
+    """A tool's output holding a lone surrogate (a bad decode's) is shown to the model and
+    kept with U+FFFD in its place; a PostToolUse hook got the raw text, as a JSON escape
+    (``\\udc80``) that a strict reader refuses and no other part of the runtime holds. Now it
+    gets what the model is shown."""
+    seen = repo / "post.json"
+
+    def undecoded() -> str:
+        """Says something badly decoded."""
+        return "bad \udc80 out"
+
+    hooks = {
+        "PostToolUse": [{"matcher": "undecoded", "hooks": [
+            {"type": "command", "command": f"cat > {seen}"}]}],
+    }  # fmt: skip
+    model = ScriptedModel({"hooked": [{"tool_calls": [{"name": "undecoded", "input": {}}]}, "ok"]})
+    with Runtime(
+        [hooked(hooks)], model=model, workspace=repo, allow_hooks=True, tools=[undecoded]
+    ) as rt:
+        assert rt.run("hooked", "go", wait=WAIT).status is RunStatus.COMPLETED
+    (shown,) = first_results(model)
+    assert shown.content == "bad \ufffd out"
+    payload = json.loads(seen.read_text(encoding="utf-8"))
+    assert payload["hook_event_name"] == "PostToolUse"
+    assert payload["tool_response"] == {"content": "bad \ufffd out", "is_error": False}

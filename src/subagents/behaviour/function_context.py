@@ -33,7 +33,7 @@ from subagents.messages import (
     topic_problem,
 )
 from subagents.supervision.parking import BRIEF_SLEEP_FLOOR_S
-from subagents.supervision.requests import encoding_problem, option_type_problem
+from subagents.supervision.requests import option_type_problem, refuse_unkeepable_id
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
 
@@ -95,15 +95,6 @@ class ContextHost(Protocol):
     def resolve(self, key: str, value: Any = None, error: BaseException | None = None) -> None: ...
     def same_mail(self, mail: Mail, to: str, content: str, reply_to: str | None) -> bool: ...
     def unheld(self) -> None: ...
-
-
-def _refuse_unkeepable(run_id: str) -> None:
-    """A run id UTF-8 cannot encode (a lone surrogate) names no run: ``ValueError`` saying so
-    at the call, before it is journaled (it failed in the store's look-up, inside the
-    supervisor, as a bare ``UnicodeEncodeError``). The same on a replay: no position taken."""
-    problem = encoding_problem("the run id", run_id) if isinstance(run_id, str) else None
-    if problem is not None:
-        raise ValueError(f"no run {run_id!r}: {problem}")
 
 
 def _answered_stop(b: ContextHost, key: str, replayed: list[JournalEntry] | None) -> bool:
@@ -338,7 +329,7 @@ class AgentContext:
         steps, last tool call, usage, unread mail, what its model is writing. ``ValueError``
         when there is no such run in this tree. Journaled with what it saw: a replay after a
         crash is handed the same answer."""
-        _refuse_unkeepable(run_id)
+        refuse_unkeepable_id(run_id)
         b = self._b
         key, replayed = b.call("status", call_digest(run_id), run_id)
         seen = seen_result(replayed)
@@ -363,7 +354,7 @@ class AgentContext:
 
     def stop(self, run_id: str) -> Pending:
         """Stop one of this run's descendants. Awaiting gives the ids stopped."""
-        _refuse_unkeepable(run_id)
+        refuse_unkeepable_id(run_id)
         b = self._b
         key, replayed = b.call("stop", call_digest(run_id), run_id)
         pending = b.pending(key)

@@ -35,6 +35,7 @@ from subagents.messages import (
     ToolUseBlock,
 )
 from subagents.supervision.ceilings import network_wanted
+from subagents.supervision.requests import as_a_terminal_shows
 from subagents.tools import approval, ask_user, journal, plan_mode
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
@@ -395,7 +396,9 @@ class ToolCalls:
         about_to_block()  # files, subprocesses, MCP servers, a user's function: may wait
         content, is_error = self._run(use, tool, args, starting if journaled else None)
         if self.hooks is not None:
-            response = {"content": content, "is_error": is_error}
+            # the output as the model is shown it and the journal keeps it (a lone surrogate,
+            # which JSON cannot carry to a strict reader, as U+FFFD): not another text
+            response = {"content": as_a_terminal_shows(content), "is_error": is_error}
             payload = {**self._payload(tool, args), "tool_response": response}
             post = self._hooks(self.hooks, "PostToolUse", payload, tool.name)
             if post.blocked:

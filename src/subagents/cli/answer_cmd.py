@@ -44,7 +44,7 @@ def add_answer_arguments(parser: argparse.ArgumentParser, *, allow: bool) -> Non
 
 def answer(args: argparse.Namespace, allow: bool) -> int:
     from subagents.cli.approvals_cmd import resolve_approval
-    from subagents.cli.text_input import utf8_text
+    from subagents.cli.state import utf8_text
     from subagents.runtime._approvals import answer_approval
     from subagents.store.approvals import ApprovalRefused
 

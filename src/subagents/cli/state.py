@@ -397,9 +397,30 @@ def last_listing(store: InspectedStore) -> tuple[str, ...]:
 # ---- run references --------------------------------------------------------------------------
 
 
+HINT = "convert it first (e.g. `iconv -f LATIN1 -t UTF-8`)"
+"""How to make a text that is not UTF-8 (``utf8_text``, ``cli.text_input``) one."""
+
+
+def utf8_text(value: str, what: str) -> str:
+    """``value`` as given on the command line (``-`` is not stdin here: `approve --reason`);
+    ``CliError`` (usage) naming ``what`` and the first offending byte when it is not UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # undecodable argv bytes: lone surrogates
+        raw = value.encode("utf-8", "surrogateescape")
+        byte = raw[len(value[: exc.start].encode("utf-8", "surrogateescape"))]
+        raise CliError(
+            f"{what} is not UTF-8 text: byte 0x{byte:02x} at character {exc.start}; {HINT}",
+            EXIT_USAGE,
+        ) from None
+    return value
+
+
 def resolve(store: InspectedStore, ref: str) -> RunRecord:
-    """The run ``ref`` names (id, unique prefix or suffix, ``#N``); ``CliError`` otherwise."""
-    ref = ref.strip()
+    """The run ``ref`` names (id, unique prefix or suffix, ``#N``); ``CliError`` otherwise
+    (a usage error for one that is not UTF-8, argv's bad bytes: no run holds it, and the
+    store's look-up raised a bare ``UnicodeEncodeError``)."""
+    ref = utf8_text(ref, "RUN").strip()
     if not ref:
         raise CliError("empty run reference; give a run id, a unique prefix of one, or #N")
     if ref.startswith("#"):

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from subagents.cli.state import EXIT_USAGE, CliError
+from subagents.cli.state import EXIT_USAGE, HINT, CliError, utf8_text
 
 STDIN = "-"
-HINT = "convert it first (e.g. `iconv -f LATIN1 -t UTF-8`)"
 
 
 def text_argument(value: str, what: str) -> str:
@@ -25,21 +24,6 @@ def text_argument(value: str, what: str) -> str:
     if value == STDIN:
         return _stdin(what)
     return utf8_text(value, what)
-
-
-def utf8_text(value: str, what: str) -> str:
-    """``value`` as given on the command line (``-`` is not stdin here: `approve --reason`);
-    ``CliError`` (usage) naming ``what`` and the first offending byte when it is not UTF-8."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:  # undecodable argv bytes: lone surrogates
-        raw = value.encode("utf-8", "surrogateescape")
-        byte = raw[len(value[: exc.start].encode("utf-8", "surrogateescape"))]
-        raise CliError(
-            f"{what} is not UTF-8 text: byte 0x{byte:02x} at character {exc.start}; {HINT}",
-            EXIT_USAGE,
-        ) from None
-    return value
 
 
 def _stdin(what: str) -> str:

@@ -71,6 +71,9 @@ class Head:
     def info(self) -> StoreInfo:
         return self.service.info()
 
+    def protocol(self) -> int:
+        return self.service.protocol()
+
     def write(self, calls: Sequence[StoreCall]) -> None:
         self.service.write(calls)
 

@@ -33,6 +33,15 @@ import msgspec
 
 from subagents.store.base import DamagedRow, RunStore, StoreError
 
+PROTOCOL = 1
+"""The version of what a ``ClusterStore`` and a ``StoreService`` say to each other (the calls
+and what they answer: a new read such as ``get_runs``, the damaged rows' data growing a
+field): raised whenever either changes shape. A client refuses a service of another version
+at its start, naming both (``remote_store.ClusterStore``): a detached head outlives its
+driver, and an upgraded driver reaching the old head (``get_if_exists``) had its recovery
+retry a read the head refused for ever, an old driver misread the new head's damaged rows.
+A service of before session 27 has none (the head's ``protocol`` is missing)."""
+
 
 class StoreCall(msgspec.Struct, frozen=True, array_like=True):
     """One protocol method call: its name and its arguments."""
@@ -129,6 +138,10 @@ class StoreService:
 
     def info(self) -> StoreInfo:
         return self._info
+
+    def protocol(self) -> int:
+        """``PROTOCOL``: what its clients check first."""
+        return PROTOCOL
 
     def list_runs_sparing(
         self, call: StoreCall, held: Sequence[StoreCall] = ()

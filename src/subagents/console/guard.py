@@ -111,6 +111,9 @@ class Guard:
                 f"this console answers only as {' or '.join(sorted(self.hosts))}; the Host"
                 " header names another (DNS rebinding is refused)"
             )
+        given = _tokens_in_query(scope)
+        if given > 1:  # which one counts would be this parser's choice (the last), not theirs
+            return 400, f"the query gives the token {given} times: give it once"
         if not self.holds_token(scope):
             return 401, (
                 "no valid token: open the URL `subagents serve` printed (it ends with"
@@ -177,6 +180,15 @@ def _same_site_path(scope: Scope) -> str:
 def _query(scope: Scope) -> dict[str, str]:
     raw: bytes = scope.get("query_string", b"")
     return dict(parse_qsl(raw.decode("latin-1")))
+
+
+def _tokens_in_query(scope: Scope) -> int:
+    """How many times the query gives ``token``, its name read as ``_query`` reads it
+    (percent-decoded: ``tok%65n`` is ``token`` there, so no test of the raw bytes first)."""
+    raw: bytes = scope.get("query_string", b"")
+    if not raw:  # (most requests: the cookie or a header)
+        return 0
+    return sum(1 for name, _ in parse_qsl(raw.decode("latin-1")) if name == "token")
 
 
 def _bearer(headers: Headers) -> str | None:

@@ -23,6 +23,7 @@ from subagents.messages import (
 from subagents.runtime._approvals import pending_approvals
 from subagents.runtime._supervisor_asks import RuntimeClosed
 from subagents.store.base import RunStore, StoreError
+from subagents.supervision.requests import encoding_problem, refuse_unkeepable_id
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
 from subagents.supervision.usage import tree_usage
@@ -49,11 +50,13 @@ class RunViews:
 
     def get(self, run_id: str) -> RunRecord | None:
         """``Runtime.get``: the run's record, once its spawn is decided (None: unknown)."""
+        refuse_unkeepable_id(run_id)
         self.settle(run_id)
         return self.store.get_run(run_id)
 
     def approvals(self, run_id: str | None) -> list[ApprovalRecord]:
         """``Runtime.approvals``: the pending approvals (of ``run_id``'s tree)."""
+        refuse_unkeepable_id(run_id)
         self.settle(run_id)
         return pending_approvals(self.store, run_id)
 
@@ -73,6 +76,11 @@ class RunViews:
     ) -> list[RunRecord]:
         """``Runtime.runs``: the filtered runs, in creation order."""
         statuses = _statuses(status)
+        refuse_unkeepable_id(root_run_id)
+        refuse_unkeepable_id(requester)
+        problem = encoding_problem("the agent", agent) if isinstance(agent, str) else None
+        if problem is not None:
+            raise ValueError(f"no agent {agent!r}: {problem}")
         self.settle(None)
         if requester is None:
             return self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)

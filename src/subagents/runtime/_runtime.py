@@ -72,7 +72,7 @@ from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
 from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
-from subagents.supervision.requests import option_type_problem
+from subagents.supervision.requests import option_type_problem, refuse_unkeepable_id
 from subagents.supervision.synthesis import Synthesis
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
@@ -331,6 +331,7 @@ class Runtime(RunReads):
 
         ``LookupError`` for an unknown run or one that is not a root.
         """
+        refuse_unkeepable_id(run_id)
         return _handle(self, run_id, *self._starts.attach(run_id))
 
     def continue_run(self, run_id: str, text: str, **overrides: Unpack[SpawnOptions]) -> RunHandle:
@@ -517,6 +518,7 @@ def _continue_request(run_id: str, text: str, overrides: Mapping[str, Any]) -> S
     """The request of ``continue_run``: no agent named (the continued run's is taken)."""
     if not isinstance(run_id, str) or not run_id:
         raise TypeError(f"run_id must be a run's id, got {run_id!r}")
+    refuse_unkeepable_id(run_id)
     unknown = sorted(set(overrides) - _ROOT_FIELDS)
     if unknown:
         raise TypeError(f"continue_run() got unexpected keyword arguments: {', '.join(unknown)}")

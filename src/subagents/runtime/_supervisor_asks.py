@@ -37,7 +37,7 @@ from subagents.runtime._services import Services
 from subagents.runtime._terminal import terminal_state
 from subagents.store.base import RunStore, StoreError
 from subagents.supervision.limits import Limits
-from subagents.supervision.requests import mail_problem
+from subagents.supervision.requests import mail_problem, refuse_unkeepable_id
 
 RESTORE_TIMEOUT_S = 30.0
 """How long a runtime's restore waits for the supervisor to take it (``restore``)."""
@@ -166,6 +166,7 @@ class SupervisorRequests:
     def stop(self, run_id: str, scope: StopScope = "tree") -> tuple[str, ...]:
         """``Runtime.stop``."""
         self.check_open()
+        refuse_unkeepable_id(run_id)
         if scope not in get_args(StopScope):
             raise ValueError(f"scope must be 'tree' or 'turn', got {scope!r}")
         request = StopRequest(request_id=new_id("x"), run_id=run_id, scope=scope)
@@ -219,12 +220,14 @@ class SupervisorRequests:
     def held(self, run_id: str) -> tuple[RunRecord, ...]:
         """The supervisor's records of the live tree under ``run_id`` (``Runtime.usage``)."""
         self.check_open()
+        refuse_unkeepable_id(run_id)
         records: tuple[RunRecord, ...] = self.ask(TreeRecords(run_id=run_id))
         return records
 
     def status(self, run_id: str) -> RunProgress:
         """``Runtime.status``: ``LookupError`` when the store has no such run."""
         self.check_open()
+        refuse_unkeepable_id(run_id)
         try:
             progress: RunProgress = self.ask(StatusOf(run_id=run_id))
         except ValueError as exc:
@@ -234,5 +237,6 @@ class SupervisorRequests:
     def stats(self, run_id: str | None) -> SupervisorStats:
         """``Runtime.stats``."""
         self.check_open()
+        refuse_unkeepable_id(run_id)
         stats: SupervisorStats = self.ask(Inspect(run_id=run_id))
         return stats

@@ -25,8 +25,17 @@ SQLITE_CANTOPEN = 14
 SQLITE_CONSTRAINT = 19
 
 SECOND_END = "subagents: a run's second end is refused"
-"""The message of the trigger that refuses a run's second end (``migrations.v13_to_v14``):
-an ``AlreadyEnded``."""
+"""The start of the message of the trigger that refuses a run's second end
+(``migrations.v13_to_v14``): an ``AlreadyEnded``."""
+
+OLDER_PROCESS_STOP = (
+    "; a process of subagents older than this store's schema (v14 on SQLite, v5 on"
+    " PostgreSQL) that sees this must stop: a newer runtime upgraded the store, and this"
+    " process's writes are refused as they come"
+)
+"""What the trigger's message goes on to say, for whoever reads it without knowing the
+trigger: a process of before v14 (it reads it as a plain ``StoreError`` and retries), one
+already running when a newer one upgraded the file (docs/store.md, v14)."""
 SQLITE_NOTADB = 26
 
 _REASONS = {

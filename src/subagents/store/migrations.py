@@ -19,7 +19,7 @@ import msgspec
 
 from subagents.logs import get_logger
 from subagents.store.base import StoreError
-from subagents.store.errors import SECOND_END
+from subagents.store.errors import OLDER_PROCESS_STOP, SECOND_END
 from subagents.store.schema import (
     APPLICATION,
     create_v1,
@@ -315,12 +315,13 @@ def v13_to_v14(conn: sqlite3.Connection) -> None:
     terminal status, its end time) differs from the one kept is refused by a trigger, in
     the writing transaction, whoever the writer (the cluster's head applying a call its
     caller took for lost, a `subagents stop` in another process), and its transaction with
-    it (its events too). The same end saved again is kept."""
+    it (its events too). The same end saved again is kept. Its message names itself to a
+    process that does not know it (``OLDER_PROCESS_STOP``); this one knows it by its start."""
     conn.execute(
         f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
         WHEN {_ended("old")} AND {_ended("new")}
             AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
-        BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
+        BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END + OLDER_PROCESS_STOP)}); END"""
     )
 
 

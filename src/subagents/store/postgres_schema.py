@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from subagents.store.base import StoreError
+from subagents.store.errors import OLDER_PROCESS_STOP
 
 APPLICATION = "subagents"
 SCHEMA = "subagents"
@@ -169,6 +170,14 @@ way; scratch for viewers in other processes, not history."""
 SECOND_END = "SA001"
 """The SQLSTATE of an end written over another (``V5_ONE_END``): ``AlreadyEnded``."""
 
+
+def _literal_part(text: str) -> str:
+    """``text`` inside a single-quoted literal of ``RAISE``'s format (a quote doubled; a
+    ``%`` would be a placeholder)."""
+    assert "%" not in text, text
+    return text.replace("'", "''")
+
+
 _ENDS = ", ".join(
     f"'{s}'" for s in ("completed", "failed", "cancelled", "timed_out", "budget_exceeded")
 )
@@ -177,7 +186,8 @@ V5_ONE_END: tuple[str, ...] = (
     f"""CREATE FUNCTION refuse_second_end() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         RAISE EXCEPTION 'run % ended already (%): a second end (%) is refused, and nothing'
-            ' of its transaction is kept', OLD.run_id, OLD.status, NEW.status
+            ' of its transaction is kept{_literal_part(OLDER_PROCESS_STOP)}', OLD.run_id,
+            OLD.status, NEW.status
             USING ERRCODE = '{SECOND_END}', DETAIL = OLD.run_id;
     END $$""",
     f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs FOR EACH ROW

@@ -42,6 +42,7 @@ from psycopg import errors as pg_errors
 
 from subagents.logs import get_logger
 from subagents.store.base import AlreadyEnded, DamagedRow, StoreError, UnsureWrite
+from subagents.store.errors import OLDER_PROCESS_STOP
 from subagents.store.locations import redacted
 from subagents.store.postgres_schema import SCHEMA, SECOND_END
 
@@ -78,7 +79,8 @@ def translate(exc: psycopg.Error, where: str, doing: str) -> StoreError:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if getattr(exc, "sqlstate", None) == SECOND_END:  # (the server's trigger: one end a run)
         key = getattr(getattr(exc, "diag", None), "message_detail", None)
-        return AlreadyEnded(f"{where}: {doing}: {detail}", key)
+        said = detail.replace(OLDER_PROCESS_STOP, "")  # (for a process that knows it not)
+        return AlreadyEnded(f"{where}: {doing}: {said}", key)
     if isinstance(exc, pg_errors.DiskFull):
         reason = f"disk full: the database server could not write (postgresql: {detail})"
     elif isinstance(exc, pg_errors.LockNotAvailable):

@@ -94,6 +94,15 @@ def encoding_problem(what: str, text: str) -> str | None:
     return None
 
 
+def refuse_unkeepable_id(run_id: object) -> None:
+    """A run id UTF-8 cannot encode (a lone surrogate, as from argv's bad bytes) names no
+    run: ``ValueError`` naming it, at the caller (it failed in the store's look-up as a bare
+    ``UnicodeEncodeError``, or inside the supervisor). Other types are left to their checks."""
+    problem = encoding_problem("the run id", run_id) if isinstance(run_id, str) else None
+    if problem is not None:
+        raise ValueError(f"no run {run_id!r}: {problem}")
+
+
 def as_a_terminal_shows(text: str) -> str:
     """``text`` with each lone surrogate (a bad decode's) replaced by U+FFFD, as a terminal
     shows an undecodable byte; a surrogate pair held as two code points is joined. For text

@@ -5,11 +5,10 @@
 "use strict";
 
 (() => {
-  const { el, getJSON, post, time, showError } = Console;
+  const { el, getJSON, post, pageRunId, time, showError } = Console;
   const section = document.getElementById("approvals");
   const body = section.querySelector("tbody");
-  const runPage = location.pathname.startsWith("/runs/");
-  const runId = runPage ? decodeURIComponent(location.pathname.split("/").pop()) : null;
+  const runId = pageRunId();
 
   function runLink(id, text) {
     const link = el("a", null, text);

@@ -108,5 +108,17 @@ const Console = (() => {
     }
   }
 
-  return { el, getJSON, post, sessionInfo, elapsed, tokens, cost, time, statusBadge, keepRows, showError, connection, streamError };
+  // The run id of a run page: the whole path after "/runs/", decoded as the server decodes
+  // it (it matches /runs/a/b and /runs/a%2Fb both to run "a/b"; the last part alone showed
+  // run "b"): each run of escapes as UTF-8, a byte that is not UTF-8 as U+FFFD (Python's
+  // unquote; decodeURIComponent would throw). null off a run page.
+  function pageRunId() {
+    const path = location.pathname;
+    if (!path.startsWith("/runs/")) return null;
+    const utf8 = new TextDecoder();
+    return path.slice("/runs/".length).replace(/(?:%[0-9A-Fa-f]{2})+/g, (escaped) =>
+      utf8.decode(new Uint8Array(escaped.slice(1).split("%").map((hex) => parseInt(hex, 16)))));
+  }
+
+  return { el, getJSON, post, sessionInfo, pageRunId, elapsed, tokens, cost, time, statusBadge, keepRows, showError, connection, streamError };
 })();

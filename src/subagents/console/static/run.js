@@ -3,8 +3,8 @@
 "use strict";
 
 (() => {
-  const { el, getJSON, post, elapsed, tokens, cost, time, statusBadge, showError, connection, streamError } = Console;
-  const runId = decodeURIComponent(location.pathname.split("/").pop());
+  const { el, getJSON, post, pageRunId, elapsed, tokens, cost, time, statusBadge, showError, connection, streamError } = Console;
+  const runId = pageRunId();
   const notice = document.getElementById("action-result");
   let pending = false;
   let again = false;
