@@ -1,0 +1,117 @@
+"""Hooks planted through hot reload (session 27): with ``allow_hooks=True`` and
+``hot_reload_s`` set, a run that may write the agents' folder (here in its workspace) wrote a
+definition whose hooks the runtime then ran for the next runs, unasked, and could take away a
+guarding ``PreToolUse`` hook. The hooks of a file definition are now those read at start
+(``definitions/hooks_at_start.py``): every other change of a definition is reloaded. Through
+the real runtime, its registry's hot reload, real files and the real sandbox."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from subagents.definitions import DefinitionLoader, default_sources
+from subagents.definitions.catalog import Catalog, Changes
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunStatus, ToolResultBlock
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+
+from .conftest import WAIT
+
+
+def definition(name: str, hook: str | None = None) -> str:
+    """A definition file of an agent with Bash, and a PreToolUse hook on Bash if given."""
+    hooks = ""
+    if hook is not None:
+        hooks = (
+            "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n"
+            f"        - type: command\n          command: {hook!r}\n"
+        )
+    return f"---\nname: {name}\ndescription: The {name} agent.\ntools: Bash\n{hooks}---\nAct.\n"
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "Bash", "input": {"command": command}}]}
+
+
+def results(model: ScriptedModel, name: str) -> list[ToolResultBlock]:
+    out: list[ToolResultBlock] = []
+    for request in model.requests:
+        if request.agent == name and request.messages[-1].role == "user":
+            out += [b for b in request.messages[-1].content if isinstance(b, ToolResultBlock)]
+    return out
+
+
+def test_a_run_plants_no_hook_and_removes_no_guard_through_hot_reload(repo: Path) -> None:
+    """The planter rewrites the guarded agent's definition without its guard (a hook that
+    blocks ``touch``) and adds a definition whose hook writes a mark; once the registry has
+    reloaded both (a changed definition's description shows it), the new agent runs with no
+    hook and the guard still blocks."""
+    agents = repo / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    guard = "grep -q touch && { echo 'no touching' >&2; exit 2; } || true"
+    (agents / "guarded.md").write_text(definition("guarded", guard))
+    (agents / "planter.md").write_text(definition("planter"))
+    planted = definition("planted", f"touch {repo / 'hook-ran'}")
+    unguarded = definition("guarded").replace("The guarded agent.", "Now unguarded.")
+    plant = (
+        f"cat > .claude/agents/planted.md <<'EOF'\n{planted}EOF\n"
+        f"cat > .claude/agents/guarded.md <<'EOF'\n{unguarded}EOF\n"
+    )
+    model = ScriptedModel(
+        {
+            "planter": [bash(plant), "done"],
+            "planted": [bash("echo hi"), "ok"],
+            "guarded": [bash("touch made"), "ok"],
+        }
+    )
+    changes: queue.Queue[Changes] = queue.Queue()
+    with (
+        structlog.testing.capture_logs() as logs,
+        Runtime(
+            model=model,
+            workspace=repo,
+            agent_dirs=[agents],
+            permissions="bypassPermissions",
+            allow_hooks=True,
+            hot_reload_s=0.05,
+        ) as rt,
+    ):
+        rt.registry.subscribe(changes.put)
+        assert rt.run("planter", "plant", wait=WAIT).status is RunStatus.COMPLETED
+        seen: set[str] = set()
+        while not {"planted", "guarded"} <= seen:
+            change = changes.get(timeout=WAIT)
+            seen |= {*change.added, *change.changed}
+        assert rt.registry.get("guarded").description == "Now unguarded."  # reloaded
+        assert rt.run("planted", "go", wait=WAIT).status is RunStatus.COMPLETED
+        assert rt.run("guarded", "go", wait=WAIT).status is RunStatus.COMPLETED
+    assert results(model, "planted")[0].content == "hi"
+    assert not (repo / "hook-ran").exists()  # the planted hook never ran
+    blocked = results(model, "guarded")[0]
+    assert (blocked.is_error, blocked.content) == (
+        True,
+        "PreToolUse hook blocked this call: no touching",
+    )
+    assert not (repo / "made").exists()
+    warned = sorted(e["agent"] for e in logs if "hooks changed since" in e["event"])
+    assert warned == ["guarded", "planted"], logs
+
+
+def test_a_definition_given_in_code_takes_its_hooks_as_given(tmp_path: Path) -> None:
+    """The program's own definitions (``Level.CODE``, ``registry.register``) are not files a
+    run could write: registered after the first load, their hooks are taken."""
+    folders = {name: tmp_path / name for name in ("cwd", "home", "defs")}
+    for folder in folders.values():
+        folder.mkdir()
+    sources = default_sources(
+        cwd=folders["cwd"], dirs=(folders["defs"],), home=folders["home"], include_builtin=False
+    )
+    catalog = Catalog(DefinitionLoader(sources))
+    hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x"}]}]}
+    catalog.register(AgentSpec(name="coded", description="d", prompt="p", hooks=hooks))
+    assert catalog.get("coded").hooks == hooks
