@@ -132,6 +132,8 @@ class Worktrees:
         self.workspace = Path(os.path.realpath(workspace))
         self._lock = threading.Lock()
         self._open: dict[str, Worktree] = {}
+        self._lent: dict[str, Path] = {}
+        """By run held to plan mode: the workspace its parent reads (``lend``)."""
 
     def _repo(self, look: GitJail | None, branch: str) -> tuple[Path, Path, str, bool]:
         """(top level, the workspace relative to it, HEAD's commit, whether ``branch``
@@ -198,6 +200,19 @@ class Worktrees:
             log.info("worktree created", run_id=run_id, path=str(path), branch=branch)
             return tree
 
+    def lend(self, run_id: str, parent_id: str | None) -> Path | None:
+        """Where a run held to plan mode (which gets no worktree of its own) reads: what its
+        parent reads, its parent's worktree (or the one lent to its parent in turn), kept for
+        the run until ``finish``; None when its parent has none here (the runtime's
+        workspace then). A plan run's helper explores what its parent will change, not the
+        main tree (session 27)."""
+        with self._lock:
+            tree = self._open.get(parent_id) if parent_id is not None else None
+            seen = tree.workspace if tree is not None else self._lent.get(parent_id or "")
+            if seen is not None:
+                self._lent[run_id] = seen
+            return seen
+
     def get(self, run_id: str) -> Worktree | None:
         with self._lock:
             return self._open.get(run_id)
@@ -206,6 +221,7 @@ class Worktrees:
         """End the run's worktree: removed if unchanged, kept (and described) if changed.
         Never raises: a git failure keeps the worktree and says why in the report."""
         with self._lock:
+            self._lent.pop(run_id, None)
             tree = self._open.pop(run_id, None)
             if tree is None:
                 return None
