@@ -264,3 +264,52 @@ def test_a_planted_hook_gets_no_network_the_planting_run_had_not(tmp_path: Path)
     assert shown(model, "lead")[0].content == "planted"
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert (repo / ".git" / "net").read_text() == "refused\n"
+
+
+def separate_git_dir_repo(root: Path) -> tuple[Path, Path]:
+    """A repository made with ``git init --separate-git-dir``: its checkout's ``.git`` is a
+    file naming a git directory elsewhere, which keeps no record naming the checkout back."""
+    repo, gitdir = root / "repo", root / "repo.git"
+    repo.mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main", f"--separate-git-dir={gitdir}"], check=True)
+    (repo / "README.md").write_text("demo\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    return repo, gitdir
+
+
+@landlock
+def test_a_separate_git_dir_repository_is_trusted_when_the_owner_names_its_git_directory(
+    tmp_path: Path,
+) -> None:
+    """Refused under the sandbox, the message says what to do (session 27: it said only
+    why); with the git directory named in ``Sandbox(writable=...)`` (the owner's word, a
+    record outside the workspace) an isolated run gets its worktree and commits there, and
+    a plain run commits in the checkout. A pointer naming another directory is still refused."""
+    repo, gitdir = separate_git_dir_repo(tmp_path)
+    with pytest.raises(WorktreeError, match=r"name its git directory in Sandbox\(writable="):
+        Worktrees(repo).create("r1", "coder", sandbox=Sandbox().resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with pytest.raises(WorktreeError, match="it is neither"):  # the owner named another one
+        Worktrees(repo).create("r1", "coder", sandbox=Sandbox(writable=(str(elsewhere),)))
+    commit = "echo x > f && git add f && git -c user.name=t -c user.email=t@t commit -qm f"
+    commit += " && echo ok"
+    model = ScriptedModel({"isolated": bash(commit), "plain": bash(commit.replace("f", "g"))})
+    with Runtime(
+        [editor("isolated", isolated=True), editor("plain", isolated=False)],
+        model=model,
+        workspace=repo,
+        permissions="bypassPermissions",
+        sandbox=Sandbox(writable=(str(gitdir),)),
+    ) as rt:
+        assert rt.run("isolated", "commit", wait=WAIT).status is RunStatus.COMPLETED
+        assert rt.run("plain", "commit", wait=WAIT).status is RunStatus.COMPLETED
+    assert [r.content for r in shown(model, "isolated")] == ["ok"]
+    assert [r.content for r in shown(model, "plain")] == ["ok"]
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "log", "--all", "--format=%s"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert sorted(listed) == ["f", "first", "g"]

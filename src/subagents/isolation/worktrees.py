@@ -323,6 +323,9 @@ def _common_dir(top: Path, look: GitJail | None) -> Path:
         module = submodule_git_dir(marker)
         if module is not None:
             return module
+        named = _owner_named_git_dir(marker, look)
+        if named is not None:
+            return named
     if look is None or not look.sandbox.resolve().abi or not look.sandbox.enabled:
         try:
             common = Path(git(top, "rev-parse", "--git-common-dir"))
@@ -333,5 +336,27 @@ def _common_dir(top: Path, look: GitJail | None) -> Path:
         f"isolation: worktree needs {marker} to be the repository's git directory (or a"
         " worktree's or submodule's .git file that git's records name back); it is neither"
         " (a symlink, or a --separate-git-dir repository's .git file), so no worktree is made"
-        " from it while runs are sandboxed: a .git a run may rewrite cannot be trusted there"
+        " from it while runs are sandboxed: a .git a run may rewrite cannot be trusted there."
+        " For a --separate-git-dir repository, name its git directory in"
+        " Sandbox(writable=[...]): the owner's word trusts it (its runs may then write it)"
     )
+
+
+def _owner_named_git_dir(marker: Path, look: GitJail | None) -> Path | None:
+    """The git directory a ``.git`` file names (a ``--separate-git-dir`` repository's: git
+    keeps no record naming the checkout back) when the owner named that very directory in
+    ``Sandbox(writable=...)``: a record outside the workspace, so a run that rewrote the
+    pointer names nothing its runs could not already write (session 27). None otherwise."""
+    if look is None:
+        return None
+    try:
+        text = marker.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
+        owned = {Path(p).resolve() for p in look.sandbox.writable}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if gitdir not in owned or (gitdir / "commondir").exists() or not (gitdir / "HEAD").is_file():
+        return None
+    return gitdir
