@@ -382,8 +382,10 @@ def _probe_private_shm() -> str | None:
     log.warning(
         "sandboxed commands cannot get a private /dev/shm here, so /dev/shm stays unwritable"
         " to them (multiprocessing, POSIX semaphores and shared memory fail), and a SQLite"
-        " run store's files are not hidden from them: they can read every run's records"
-        " (Sandbox(readable=[...]) without the store's directory keeps it from them)",
+        " run store's files are not hidden from them: they can read every run's records,"
+        " and every other run's, runtime's and MCP server's scratch files (Sandbox(readable="
+        "[...]) without the store's directory and the temporary one keeps them out;"
+        " `subagents doctor` says what holds here)",
         why=why,
         enable=sandbox_shm.ENABLE,
     )
