@@ -7,6 +7,7 @@ the real runtime, its registry's hot reload, real files and the real sandbox."""
 
 from __future__ import annotations
 
+import os
 import queue
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,26 @@ def test_a_definition_given_in_code_takes_its_hooks_as_given(tmp_path: Path) -> 
     hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x"}]}]}
     catalog.register(AgentSpec(name="coded", description="d", prompt="p", hooks=hooks))
     assert catalog.get("coded").hooks == hooks
+
+
+def test_a_code_definition_extending_a_file_keeps_the_hooks_it_inherited(tmp_path: Path) -> None:
+    """A definition given in code that ``extends`` a file definition inherits its hooks: a
+    run that rewrote the parent's file without its guard took the child's away too (found
+    by this session's outsider round). Its hooks are held as first seen."""
+    folders = {name: tmp_path / name for name in ("cwd", "home", "defs")}
+    for folder in folders.values():
+        folder.mkdir()
+    parent = folders["defs"] / "base.md"
+    parent.write_text(definition("base", "exit 2"))
+    sources = default_sources(
+        cwd=folders["cwd"], dirs=(folders["defs"],), home=folders["home"], include_builtin=False
+    )
+    child = AgentSpec(name="child", description="d", prompt="p", extends="base")
+    catalog = Catalog(DefinitionLoader(sources), specs=[child])
+    guarded = catalog.get("child").hooks
+    assert guarded is not None and "exit 2" in str(guarded)
+    parent.write_text(definition("base").replace("The base agent.", "Rewritten."))
+    os.utime(parent, (parent.stat().st_atime, parent.stat().st_mtime + 5))  # (seen changed)
+    catalog.reload()
+    assert catalog.get("base").description == "Rewritten."  # the reload was taken
+    assert catalog.get("child").hooks == guarded

@@ -9,7 +9,9 @@ for the next runs, or took away a ``PreToolUse`` hook that guarded them. Which f
 can write is not the catalog's to know (worktrees, ``Sandbox(writable=...)``, a command let
 out of the sandbox), so the rule does not depend on it: hooks are read once, at start, as
 Claude Code reads them; a restart takes new ones. A definition given in code (``Level.CODE``,
-``registry.register``) is the program's own and is taken as it is.
+``registry.register``) is the program's own and is taken as it is, unless it ``extends``
+another: then its hooks may come from a file (a run that rewrote the parent's file took the
+child's guard away: seen), and are held as they were when it was first seen.
 """
 
 from __future__ import annotations
@@ -37,14 +39,19 @@ class HooksAtStart:
         definition whose hooks differ from those kept gets them back (none for a definition
         that had none), with a warning once per definition and change."""
         if self._read is None:
-            self._read = {n: s.hooks for n, s in specs.items() if s.level is not Level.CODE}
+            self._read = {n: s.hooks for n, s in specs.items() if _from_files(s)}
             return specs
         return {name: self._held(spec) for name, spec in specs.items()}
 
     def _held(self, spec: AgentSpec) -> AgentSpec:
         assert self._read is not None
+        if spec.level is Level.CODE and spec.extends is None:
+            return spec  # the program's own, whole
+        if spec.level is Level.CODE and spec.name not in self._read:
+            self._read[spec.name] = spec.hooks  # registered since: its hooks as first seen
+            return spec
         kept = self._read.get(spec.name)
-        if spec.level is Level.CODE or spec.hooks == kept:
+        if spec.hooks == kept:
             return spec
         key = (spec.name, repr(spec.hooks))
         if key not in self._warned:
@@ -58,3 +65,9 @@ class HooksAtStart:
                 source=spec.source,
             )
         return msgspec.structs.replace(spec, hooks=kept)
+
+
+def _from_files(spec: AgentSpec) -> bool:
+    """Whether ``spec``'s hooks may come from a file: a file definition, or one given in code
+    that ``extends`` another."""
+    return spec.level is not Level.CODE or spec.extends is not None
