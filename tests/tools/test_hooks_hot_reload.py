@@ -1,14 +1,16 @@
 """Hooks planted through hot reload (session 27): with ``allow_hooks=True`` and
 ``hot_reload_s`` set, a run that may write the agents' folder (here in its workspace) wrote a
 definition whose hooks the runtime then ran for the next runs, unasked, and could take away a
-guarding ``PreToolUse`` hook. The hooks of a file definition are now those read at start
-(``definitions/hooks_at_start.py``): every other change of a definition is reloaded. Through
-the real runtime, its registry's hot reload, real files and the real sandbox."""
+guarding ``PreToolUse`` hook; an inline MCP server is such a command too. The hooks and
+``mcpServers`` of a file definition are now those read at start
+(``definitions/commands_at_start.py``): every other change is reloaded. Through the real
+runtime, its registry's hot reload, real files and the real sandbox."""
 
 from __future__ import annotations
 
 import os
 import queue
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +101,7 @@ def test_a_run_plants_no_hook_and_removes_no_guard_through_hot_reload(repo: Path
         "PreToolUse hook blocked this call: no touching",
     )
     assert not (repo / "made").exists()
-    warned = sorted(e["agent"] for e in logs if "hooks changed since" in e["event"])
+    warned = sorted(e["agent"] for e in logs if "hooks or mcpServers changed since" in e["event"])
     assert warned == ["guarded", "planted"], logs
 
 
@@ -139,3 +141,52 @@ def test_a_code_definition_extending_a_file_keeps_the_hooks_it_inherited(tmp_pat
     catalog.reload()
     assert catalog.get("base").description == "Rewritten."  # the reload was taken
     assert catalog.get("child").hooks == guarded
+
+
+SERVER_APP = Path(__file__).resolve().parent.parent / "mcp_servers" / "mcp_server_app.py"
+
+
+def test_a_run_plants_no_mcp_server_through_hot_reload(repo: Path) -> None:
+    """An inline stdio server in ``mcpServers`` is a command the runtime starts for the
+    agent's runs (with ``allow_mcp_commands=True``), as a hook is: one planted through hot
+    reload does not start; the new definition keeps the runtime's servers it names."""
+    agents = repo / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "planter.md").write_text(definition("planter"))
+    log = repo / "server-ran"
+    servers = (
+        "mcpServers:\n  - calc\n  - planted:\n"
+        f"      command: {sys.executable}\n      args: [{SERVER_APP}, --log, {log}]\n"
+    )
+    planted = definition("served").replace("tools: Bash\n", f"tools: Bash\n{servers}")
+    plant = f"cat > .claude/agents/served.md <<'EOF'\n{planted}EOF\n"
+    model = ScriptedModel(
+        {
+            "planter": [bash(plant), "done"],
+            "served": [
+                {"tool_calls": [{"name": "mcp__planted__note", "input": {"text": "x"}}]},
+                {"tool_calls": [{"name": "mcp__calc__add", "input": {"a": 1, "b": 2}}]},
+                "ok",
+            ],
+        }
+    )
+    changes: queue.Queue[Changes] = queue.Queue()
+    calc = {"command": sys.executable, "args": [str(SERVER_APP)]}
+    with Runtime(
+        model=model,
+        workspace=repo,
+        agent_dirs=[agents],
+        permissions="bypassPermissions",
+        mcp_servers={"calc": calc},
+        allow_mcp_commands=True,
+        hot_reload_s=0.05,
+    ) as rt:
+        rt.registry.subscribe(changes.put)
+        assert rt.run("planter", "plant", wait=WAIT).status is RunStatus.COMPLETED
+        while "served" not in changes.get(timeout=WAIT).added:
+            pass
+        assert rt.run("served", "go", wait=WAIT).status is RunStatus.COMPLETED
+    note, add = results(model, "served")
+    assert note.is_error, note
+    assert not log.exists()  # the planted server never started
+    assert (add.is_error, add.content) == (False, "3")
