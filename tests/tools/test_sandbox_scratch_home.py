@@ -108,6 +108,14 @@ def test_a_home_that_is_a_symlink_or_another_users_is_refused_with_what_to_do(
     with pytest.raises(ScratchHomeError, match=r"is a symlink or not a directory.*set TMPDIR"):
         make_dir(MCP_DIR, root)
     assert list(elsewhere.iterdir()) == []
+    if os.getuid() == 0:  # (root may make one another user's: as a stranger would)
+        strangers = tmp_path / "strangers"
+        made_first = strangers / f"subagents-{os.getuid()}"
+        made_first.mkdir(parents=True, mode=0o700)
+        os.chown(made_first, 4242, 4242)
+        with pytest.raises(ScratchHomeError, match=r"belongs to uid 4242.*set TMPDIR"):
+            make_dir(MCP_DIR, strangers)
+        assert list(made_first.iterdir()) == []
     opened = tmp_path / "opened"
     home = opened / f"subagents-{os.getuid()}"
     home.mkdir(parents=True, mode=0o777)
