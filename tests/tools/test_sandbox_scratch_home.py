@@ -1,7 +1,7 @@
 """No sandboxed process reads another's temporary files anywhere in the user's home of
 scratch directories (session 27, ``tools/scratch.py``): a stdio MCP server a run starts saw
 every run's scratch files (``$TMPDIR/../run-*`` was covered for Bash commands and hooks
-only), and another runtime's scratch directory (a second ``subagents-shells-*`` of the same
+only), and another runtime's scratch directory (a second scratch directory of the same
 user) was covered for no one. Every runtime's scratch directory and every MCP server's
 temporary one now lie in ``<tmp>/subagents-<uid>``, which the process's mount namespace
 covers whole but for its own directory. Through the real runtime, its MCP hub, and the
@@ -91,7 +91,7 @@ def test_an_mcp_server_and_a_command_read_nothing_of_the_users_other_scratch_fil
     assert command.content.count(SECRET) == 1, command.content  # its own file alone
     assert f"{SECRET}-own" in command.content, command.content
     found = {line for line in command.content.splitlines() if line.startswith("./")}
-    assert len(found) == 2, command.content  # ./subagents-shells-X, ./subagents-shells-X/run-Y
+    assert len(found) == 2, command.content  # ./shells-X, ./shells-X/run-Y
     assert all(others_file.read_text() == SECRET for others_file in others)  # (still there)
 
 

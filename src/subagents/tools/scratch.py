@@ -1,7 +1,7 @@
 """Where the temporary directories of sandboxed processes live: one directory per user,
-``<tmp>/subagents-<uid>``, holding every runtime's scratch directory (``subagents-shells-*``:
-each run's ``TMPDIR``, its commands' and hooks' output files) and every stdio MCP server's
-temporary one (``subagents-mcp-*``).
+``<tmp>/subagents-<uid>``, holding every runtime's scratch directory (``shells-*``: each
+run's ``TMPDIR``, its commands' and hooks' output files) and every stdio MCP server's
+temporary one (``mcp-*``).
 
 Why one home (session 27): a sandboxed command's mount namespace covers its scratch with an
 empty tmpfs and binds the run's own directory back (``sandbox_shm.keep_own``). Covering one
@@ -23,11 +23,14 @@ import stat
 import tempfile
 from pathlib import Path
 
-SCRATCH = "subagents-shells-"
+SCRATCH = "shells-"
 """The prefix of a runtime's scratch directory (``ProcessGroups.scratch``), which holds every
-run's own temporary one (named ``RUN_DIR`` + the run's id): its commands' output."""
+run's own temporary one (named ``RUN_DIR`` + the run's id): its commands' output. Short, as
+is ``MCP_DIR``: a ``TMPDIR`` is where programs make their unix sockets, whose paths may not
+pass 107 bytes (``multiprocessing.Manager``'s is ``$TMPDIR/pymp-*/listener-*``: 101 bytes
+with ``subagents-shells-`` here and a one-digit uid; 91 now, two more than before the home)."""
 RUN_DIR = "run-"
-MCP_DIR = "subagents-mcp-"
+MCP_DIR = "mcp-"
 """The prefix of a stdio MCP server's temporary directory (its ``TMPDIR``)."""
 
 
