@@ -53,7 +53,7 @@ def found() -> Found:
     try:
         home, error = str(scratch_home()), None
     except ScratchHomeError as exc:
-        home, error = str(exc.filename or ""), str(exc)
+        home, error = "", str(exc)
     refusal = private_shm_refusal() if abi else "no Landlock: no launcher runs"
     return Found(abi, refusal, known, machine, home, error)
 

@@ -23,6 +23,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from subagents.tools.errors import ToolError
+
 SCRATCH = "shells-"
 """The prefix of a runtime's scratch directory (``ProcessGroups.scratch``), which holds every
 run's own temporary one (named ``RUN_DIR`` + the run's id): its commands' output. Short, as
@@ -34,8 +36,9 @@ MCP_DIR = "mcp-"
 """The prefix of a stdio MCP server's temporary directory (its ``TMPDIR``)."""
 
 
-class ScratchHomeError(OSError):
-    """The home of the scratch directories is not one this user alone owns."""
+class ScratchHomeError(ToolError):
+    """The home of the scratch directories is not one this user alone owns: a tool error,
+    the Bash call or the MCP server's start answered with it (nothing starts)."""
 
 
 def home_name() -> str:
@@ -54,8 +57,8 @@ def scratch_home(root: Path | None = None) -> Path:
     try:
         fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        why = _unsafe(home, "is a symlink or not a directory")
-        raise ScratchHomeError(exc.errno, why) from None
+        why = _unsafe(home, f"is a symlink or not a directory ({exc.strerror})")
+        raise ScratchHomeError(why) from None
     try:
         found = os.fstat(fd)
         if found.st_uid != os.getuid():
