@@ -141,6 +141,9 @@ def test_a_code_definition_extending_a_file_keeps_the_hooks_it_inherited(tmp_pat
     catalog.reload()
     assert catalog.get("base").description == "Rewritten."  # the reload was taken
     assert catalog.get("child").hooks == guarded
+    held = catalog.get("child")
+    catalog.reload()  # (nothing changed: the loader gives the same specs)
+    assert catalog.get("child") is held  # the same object: caches keyed on it still hold
 
 
 SERVER_APP = Path(__file__).resolve().parent.parent / "mcp_servers" / "mcp_server_app.py"

@@ -40,6 +40,10 @@ class CommandsAtStart:
     def __init__(self) -> None:
         self._read: dict[str, Commands] | None = None
         self._warned: set[tuple[str, str]] = set()
+        self._put_back: dict[str, tuple[AgentSpec, AgentSpec]] = {}
+        """By name: the spec as loaded and the one given for it with its commands put back
+        (a reload that changed nothing gives the very same object: caches keyed on the
+        definition object, ``AgentRanking``'s and ``AgentEnv``'s, keep holding)."""
 
     def hold(self, specs: dict[str, AgentSpec]) -> dict[str, AgentSpec]:
         """``specs`` as loaded, the first time (their commands are kept); after, each file
@@ -62,6 +66,9 @@ class CommandsAtStart:
             kept = (None, _names_only(spec.mcp_servers))
         if _commands(spec) == kept:
             return spec
+        last = self._put_back.get(spec.name)
+        if last is not None and last[0] is spec:
+            return last[1]
         key = (spec.name, repr(_commands(spec)))
         if key not in self._warned:
             self._warned.add(key)
@@ -73,7 +80,9 @@ class CommandsAtStart:
                 agent=spec.name,
                 source=spec.source,
             )
-        return msgspec.structs.replace(spec, hooks=kept[0], mcp_servers=kept[1])
+        held = msgspec.structs.replace(spec, hooks=kept[0], mcp_servers=kept[1])
+        self._put_back[spec.name] = (spec, held)
+        return held
 
 
 def _commands(spec: AgentSpec) -> Commands:

@@ -88,7 +88,7 @@ def covered_home(temp_dir: Path) -> Path | None:
 
 def _unsafe(home: Path, why: str) -> str:
     return (
-        f"the scratch directory {home} {why}: sandboxed commands' temporary files cannot be"
-        " kept there. Remove it (or have its owner remove it), or set TMPDIR to a directory"
-        " of your own"
+        f"the scratch directory {home} {why}: commands' and MCP servers' temporary files"
+        " (their output included) cannot be kept there. Remove it (or have its owner remove"
+        " it), or set TMPDIR to a directory of your own"
     )
