@@ -313,3 +313,38 @@ def test_a_separate_git_dir_repository_is_trusted_when_the_owner_names_its_git_d
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert sorted(listed) == ["f", "first", "g"]
+
+
+@landlock
+def test_a_planted_git_hook_reads_no_other_runs_scratch_files(tmp_path: Path) -> None:
+    """The runtime's git runs in the runs' sandbox with a temporary directory of its own: in
+    ``<tmp>/subagents-git-*`` (session 27's review) it was outside the user's home of scratch
+    directories, so no cover was made for it, and a ``post-checkout`` a run planted read
+    every run's, runtime's and MCP server's scratch files (here another runtime's run's),
+    where it could leave them for the planting run to read. Now its directory is in the
+    home, which its namespace covers but for its own directory."""
+    from subagents.tools.processes import ProcessGroups
+    from subagents.tools.sandbox import private_shm_refusal
+    from subagents.tools.scratch import scratch_home
+
+    if private_shm_refusal() is not None:
+        pytest.skip("commands get no mount namespace of their own here")
+    others = ProcessGroups()
+    (others.run_dir("another-runtimes-run") / "out").write_text("a-secret-of-another-run")
+    repo = make_repo(tmp_path / "repo")
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    body = (
+        f"#!/bin/sh\nfind {scratch_home()} -type f -exec cat {{}} + "
+        '> "$(git rev-parse --git-common-dir)/seen" 2>&1\nexit 0\n'
+    )
+    plant = f"cat > {hook} <<'EOF'\n{body}EOF\nchmod +x {hook} && echo planted"
+    model = ScriptedModel({"lead": bash(plant), "worker": bash("echo in the worktree")})
+    agents = [editor("lead", False), editor("worker", True)]
+    try:
+        with Runtime(agents, model=model, workspace=repo, permissions="bypassPermissions") as rt:
+            assert rt.run("lead", "plant", wait=WAIT).status is RunStatus.COMPLETED
+            assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
+    finally:
+        others.kill_all()
+    seen = (repo / ".git" / "seen").read_text()  # the hook ran
+    assert "a-secret-of-another-run" not in seen, seen

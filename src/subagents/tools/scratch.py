@@ -1,7 +1,8 @@
 """Where the temporary directories of sandboxed processes live: one directory per user,
 ``<tmp>/subagents-<uid>``, holding every runtime's scratch directory (``shells-*``: each
 run's ``TMPDIR``, its commands' and hooks' output files) and every stdio MCP server's
-temporary one (``mcp-*``).
+temporary one (``mcp-*``), and the runtime's sandboxed git calls' (``git-*``: a hook a run
+planted may run there).
 
 Why one home (session 27): a sandboxed command's mount namespace covers its scratch with an
 empty tmpfs and binds the run's own directory back (``sandbox_shm.keep_own``). Covering one
@@ -34,6 +35,9 @@ with ``subagents-shells-`` here and a one-digit uid; 91 now, two more than befor
 RUN_DIR = "run-"
 MCP_DIR = "mcp-"
 """The prefix of a stdio MCP server's temporary directory (its ``TMPDIR``)."""
+GIT_DIR = "git-"
+"""The prefix of the temporary directory of a git call the runtime makes in the runs'
+sandbox (``isolation/git.py``: a hook a run planted may run there)."""
 
 
 class ScratchHomeError(ToolError):
@@ -77,12 +81,11 @@ def make_dir(prefix: str, root: Path | None = None) -> Path:
 
 def covered_home(temp_dir: Path) -> Path | None:
     """The home to cover for a process whose temporary directory is ``temp_dir`` (a run's
-    directory in a scratch one, or an MCP server's directory), or None for any other."""
+    directory in a scratch one, or any directory made directly in the home: an MCP server's,
+    a git call's), or None for any other."""
     parent = temp_dir.parent
     if temp_dir.name.startswith(RUN_DIR) and parent.name.startswith(SCRATCH):
         parent = parent.parent
-    elif not temp_dir.name.startswith(MCP_DIR):
-        return None
     return parent if parent.name == home_name() else None
 
 
