@@ -58,3 +58,40 @@ def test_a_run_in_plan_mode_by_its_definition_still_gets_its_worktree(tmp_path: 
         assert rt.run("editor", "look", wait=WAIT).status is RunStatus.COMPLETED
     ((pwd,),) = answers(model, "editor")
     assert pwd.content.startswith(str(repo / ".claude" / "worktrees")), pwd
+
+
+def test_a_held_child_reads_its_parents_worktree(tmp_path: Path) -> None:
+    """A ``plan`` lead in its own worktree (plan mode by its definition: it gets one) spawns
+    an isolated helper, which its plan mode holds there: the helper gets no worktree, and
+    starts where its lead does (its worktree), not in the main tree (session 27); its
+    grandchild, held too, the same."""
+    repo = make_repo(tmp_path / "repo")
+    model = ScriptedModel(
+        {
+            "lead": [
+                {"tool_calls": [use("Bash", command="pwd")]},
+                {"tool_calls": [use("spawn_subagent", agent="helper", task="look")]},
+                "ok",
+            ],
+            "helper": [
+                {"tool_calls": [use("Bash", command="pwd")]},
+                {"tool_calls": [use("spawn_subagent", agent="deeper", task="look")]},
+                "looked",
+            ],
+            "deeper": [{"tool_calls": [use("Bash", command="pwd")]}, "looked"],
+        }
+    )
+    agents = [editor("lead", permission_mode="plan"), editor("helper"), editor("deeper")]
+    with Runtime(agents, model=model, workspace=repo) as rt:
+        assert rt.run("lead", "plan", wait=WAIT).status is RunStatus.COMPLETED
+        assert {r.agent: r.status for r in rt.runs()} == dict.fromkeys(
+            ("lead", "helper", "deeper"), RunStatus.COMPLETED
+        )
+        ((lead_pwd,), *_) = answers(model, "lead")
+        tree = Path(lead_pwd.content)
+        assert tree.is_relative_to(repo / ".claude" / "worktrees"), lead_pwd
+    ((helper_pwd,), _) = answers(model, "helper")
+    assert helper_pwd.content == str(tree), helper_pwd
+    ((deeper_pwd,),) = answers(model, "deeper")
+    assert deeper_pwd.content == str(tree)
+    assert worktree_paths(repo) == [str(repo)]  # the lead's, unchanged, removed at its end

@@ -264,3 +264,87 @@ def test_a_planted_hook_gets_no_network_the_planting_run_had_not(tmp_path: Path)
     assert shown(model, "lead")[0].content == "planted"
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert (repo / ".git" / "net").read_text() == "refused\n"
+
+
+def separate_git_dir_repo(root: Path) -> tuple[Path, Path]:
+    """A repository made with ``git init --separate-git-dir``: its checkout's ``.git`` is a
+    file naming a git directory elsewhere, which keeps no record naming the checkout back."""
+    repo, gitdir = root / "repo", root / "repo.git"
+    repo.mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main", f"--separate-git-dir={gitdir}"], check=True)
+    (repo / "README.md").write_text("demo\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    return repo, gitdir
+
+
+@landlock
+def test_a_separate_git_dir_repository_is_trusted_when_the_owner_names_its_git_directory(
+    tmp_path: Path,
+) -> None:
+    """Refused under the sandbox, the message says what to do (session 27: it said only
+    why); with the git directory named in ``Sandbox(writable=...)`` (the owner's word, a
+    record outside the workspace) an isolated run gets its worktree and commits there, and
+    a plain run commits in the checkout. A pointer naming another directory is still refused."""
+    repo, gitdir = separate_git_dir_repo(tmp_path)
+    with pytest.raises(WorktreeError, match=r"name its git directory in Sandbox\(writable="):
+        Worktrees(repo).create("r1", "coder", sandbox=Sandbox().resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with pytest.raises(WorktreeError, match="it is neither"):  # the owner named another one
+        Worktrees(repo).create("r1", "coder", sandbox=Sandbox(writable=(str(elsewhere),)))
+    commit = "echo x > f && git add f && git -c user.name=t -c user.email=t@t commit -qm f"
+    commit += " && echo ok"
+    model = ScriptedModel({"isolated": bash(commit), "plain": bash(commit.replace("f", "g"))})
+    with Runtime(
+        [editor("isolated", isolated=True), editor("plain", isolated=False)],
+        model=model,
+        workspace=repo,
+        permissions="bypassPermissions",
+        sandbox=Sandbox(writable=(str(gitdir),)),
+    ) as rt:
+        assert rt.run("isolated", "commit", wait=WAIT).status is RunStatus.COMPLETED
+        assert rt.run("plain", "commit", wait=WAIT).status is RunStatus.COMPLETED
+    assert [r.content for r in shown(model, "isolated")] == ["ok"]
+    assert [r.content for r in shown(model, "plain")] == ["ok"]
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "log", "--all", "--format=%s"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert sorted(listed) == ["f", "first", "g"]
+
+
+@landlock
+def test_a_planted_git_hook_reads_no_other_runs_scratch_files(tmp_path: Path) -> None:
+    """The runtime's git runs in the runs' sandbox with a temporary directory of its own: in
+    ``<tmp>/subagents-git-*`` (session 27's review) it was outside the user's home of scratch
+    directories, so no cover was made for it, and a ``post-checkout`` a run planted read
+    every run's, runtime's and MCP server's scratch files (here another runtime's run's),
+    where it could leave them for the planting run to read. Now its directory is in the
+    home, which its namespace covers but for its own directory."""
+    from subagents.tools.processes import ProcessGroups
+    from subagents.tools.sandbox import private_shm_refusal
+    from subagents.tools.scratch import scratch_home
+
+    if private_shm_refusal() is not None:
+        pytest.skip("commands get no mount namespace of their own here")
+    others = ProcessGroups()
+    (others.run_dir("another-runtimes-run") / "out").write_text("a-secret-of-another-run")
+    repo = make_repo(tmp_path / "repo")
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    body = (
+        f"#!/bin/sh\nfind {scratch_home()} -type f -exec cat {{}} + "
+        '> "$(git rev-parse --git-common-dir)/seen" 2>&1\nexit 0\n'
+    )
+    plant = f"cat > {hook} <<'EOF'\n{body}EOF\nchmod +x {hook} && echo planted"
+    model = ScriptedModel({"lead": bash(plant), "worker": bash("echo in the worktree")})
+    agents = [editor("lead", False), editor("worker", True)]
+    try:
+        with Runtime(agents, model=model, workspace=repo, permissions="bypassPermissions") as rt:
+            assert rt.run("lead", "plant", wait=WAIT).status is RunStatus.COMPLETED
+            assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
+    finally:
+        others.kill_all()
+    seen = (repo / ".git" / "seen").read_text()  # the hook ran
+    assert "a-secret-of-another-run" not in seen, seen

@@ -55,6 +55,9 @@ BUILT_BY_THE_RUNTIME = {
 runtime's plumbing) are not the public API."""
 
 INTERNAL_ERRORS = {
+    "ScratchHomeError": "a ToolError: the user's home of scratch directories is a symlink or"
+    " another user's, answered to the model as a Bash call's tool error, or an MCP server's"
+    " start that failed (tools/scratch.py)",
     "ShellLimitReached": "a ToolError: Bash's run_in_background past its limit, answered to"
     " the model as a tool error (tools/shell_limits.py)",
     "RunEnding": "a ToolError: a command started while its run's end kills its processes,"

@@ -1,6 +1,8 @@
 """A definition's hooks are parsed once for all its runs (``behaviour/tool_calls.py``
-``hooks_of``, kept in ``AgentEnv.parsed_hooks``), not at each run's start: a hot-reloaded
-definition (a new ``AgentSpec``) has its own hooks at its next run, a bad one fails every
+``hooks_of``, kept in ``AgentEnv.parsed_hooks``), not at each run's start: a definition
+replaced by a new ``AgentSpec`` (registered again in code; hot reload keeps a file
+definition's hooks as read at start, ``definitions/commands_at_start.py``) has its own hooks
+at its next run, a bad one fails every
 run's set-up (a failure is not kept), and the cache stays bounded however many times
 definitions are reloaded.
 

@@ -75,7 +75,7 @@ def test_a_run_reads_none_of_another_runs_scratch_files_and_keeps_its_own(
 @landlock
 @namespaces
 def test_the_launcher_refuses_a_run_directory_outside_the_scratch_one(tmp_path: Path) -> None:
-    """``--own-scratch`` names the directory whose one child (the last ``--write``) the
+    """``--own-scratch`` names the directory whose one descendant (the last ``--write``) the
     command keeps: anything else is a mistake said, and nothing runs (no cover over a
     directory the caller did not mean)."""
     scratch, elsewhere = tmp_path / "scratch", tmp_path / "elsewhere"
@@ -91,7 +91,7 @@ def test_the_launcher_refuses_a_run_directory_outside_the_scratch_one(tmp_path: 
         check=False,
     )
     assert ran.returncode == sandbox_exec.FAILED_EXIT, ran
-    assert f"{elsewhere} is not a directory directly in {scratch}" in ran.stderr
+    assert f"{elsewhere} is not a directory in {scratch}" in ran.stderr
     assert not (elsewhere / "ran").exists()
     kept = subprocess.run(
         [*head, "--write", str(scratch / "run-a"), "--", "sh", "-c", f"ls -a {scratch}"],

@@ -243,15 +243,19 @@ class AgentEnv:
         ``WorktreeError`` when no worktree can be made). A run a requester holds to plan
         mode (a ``plan`` run's child: ``held_to_plan``) gets none: it can never write, so a
         worktree bought it nothing but a branch, a checkout and an ``info/exclude`` line
-        (session 26); it reads the runtime's workspace."""
+        (session 26); it reads what its parent reads (``Worktrees.lend``: its parent's
+        worktree), else the runtime's workspace."""
         if self.workspace is None:
             self.workspace = Workspace(os.getcwd())
-        if isolation_of(spec) == "worktree" and held_to_plan(record.ceiling) is None:
-            if self.worktrees is None:
-                self.worktrees = Worktrees(self.workspace.root)
-            tree = self.worktrees.create(record.run_id, spec.name, sandbox=self.sandbox)
-            return Workspace(tree.workspace, sealed=self.workspace.sealed)
-        return self.workspace
+        if isolation_of(spec) != "worktree":
+            return self.workspace
+        if self.worktrees is None:
+            self.worktrees = Worktrees(self.workspace.root)
+        if held_to_plan(record.ceiling) is not None:
+            lent = self.worktrees.lend(record.run_id, record.parent_run_id)
+            return self.workspace if lent is None else Workspace(lent, sealed=self.workspace.sealed)
+        tree = self.worktrees.create(record.run_id, spec.name, sandbox=self.sandbox)
+        return Workspace(tree.workspace, sealed=self.workspace.sealed)
 
     def end_workspace(self, record: RunRecord) -> WorktreeReport | None:
         """The run is over: remove its worktree if unchanged, else keep it (the report)."""

@@ -109,6 +109,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.completion",
         "Print the code that makes your shell complete `subagents` (`subagents completion bash`).",
     ),
+    "doctor": (
+        "subagents.cli.doctor_cmd",
+        "What the sandbox holds on this machine, and what to change where it is weak.",
+    ),
     "demo": (
         "subagents.cli.demo_cmd",
         "Run a demo team on the offline model and watch it work (no network, no API key).",

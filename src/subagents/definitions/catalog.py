@@ -23,6 +23,7 @@ from subagents.definitions.agent_matching import AgentRanking, in_category
 from subagents.definitions.agent_matching import Requirements as Requirements  # re-exported
 from subagents.definitions.agent_matching import Scored as Scored  # re-exported
 from subagents.definitions.agent_matching import priority_rank as priority_rank  # re-exported
+from subagents.definitions.commands_at_start import CommandsAtStart
 from subagents.definitions.discovery import Changes as Changes  # re-exported: what subscribers get
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.spawn_grant import SpawnGrant, SpawnSettingError
@@ -172,6 +173,7 @@ class Catalog:
         self._subscribers: dict[int, Subscriber] = {}
         self._next_token = 0
         self._ranking = AgentRanking()
+        self._commands = CommandsAtStart()
         if loader is not None:
             for spec in specs:
                 loader.register(spec)
@@ -415,7 +417,7 @@ class Catalog:
     # -- internals -----------------------------------------------------------------------------
 
     def _take(self, result: LoadResultLike) -> None:
-        self._set_specs(dict(result.specs))
+        self._set_specs(self._commands.hold(dict(result.specs)))  # (commands_at_start.py)
         self._issues = tuple(result.issues)
         self._shadowed = tuple(result.shadowed)
         self._duplicates = tuple(getattr(result, "duplicates", ()))

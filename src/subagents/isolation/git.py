@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.tools.sandbox import Sandbox
+from subagents.tools.scratch import GIT_DIR, ScratchHomeError, scratch_home
 
 GIT_TIMEOUT_S = 60.0
 
@@ -83,7 +84,13 @@ def git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT_S, jail: GitJail | N
     argv, shown = ["git", "-C", str(cwd), *args], "git " + " ".join(args)
     if jail is None:
         return _run(argv, _environment(dict(os.environ)), cwd, shown, timeout)
-    with tempfile.TemporaryDirectory(prefix="subagents-git-") as temp:
+    # in the user's home of scratch directories, which its namespace covers but for this
+    # directory: a hook a run planted reads no other run's files (review, session 27)
+    try:
+        home = scratch_home()
+    except ScratchHomeError as exc:
+        raise GitError(f"{shown} was not run: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix=GIT_DIR, dir=home) as temp:
         command, env = jail.command(argv, cwd, Path(temp))
         return _run(command, env, cwd, shown, timeout)
 

@@ -132,6 +132,8 @@ class Worktrees:
         self.workspace = Path(os.path.realpath(workspace))
         self._lock = threading.Lock()
         self._open: dict[str, Worktree] = {}
+        self._lent: dict[str, Path] = {}
+        """By run held to plan mode: the workspace its parent reads (``lend``)."""
 
     def _repo(self, look: GitJail | None, branch: str) -> tuple[Path, Path, str, bool]:
         """(top level, the workspace relative to it, HEAD's commit, whether ``branch``
@@ -198,6 +200,19 @@ class Worktrees:
             log.info("worktree created", run_id=run_id, path=str(path), branch=branch)
             return tree
 
+    def lend(self, run_id: str, parent_id: str | None) -> Path | None:
+        """Where a run held to plan mode (which gets no worktree of its own) reads: what its
+        parent reads, its parent's worktree (or the one lent to its parent in turn), kept for
+        the run until ``finish``; None when its parent has none here (the runtime's
+        workspace then). A plan run's helper explores what its parent will change, not the
+        main tree (session 27)."""
+        with self._lock:
+            tree = self._open.get(parent_id) if parent_id is not None else None
+            seen = tree.workspace if tree is not None else self._lent.get(parent_id or "")
+            if seen is not None:
+                self._lent[run_id] = seen
+            return seen
+
     def get(self, run_id: str) -> Worktree | None:
         with self._lock:
             return self._open.get(run_id)
@@ -206,6 +221,7 @@ class Worktrees:
         """End the run's worktree: removed if unchanged, kept (and described) if changed.
         Never raises: a git failure keeps the worktree and says why in the report."""
         with self._lock:
+            self._lent.pop(run_id, None)
             tree = self._open.pop(run_id, None)
             if tree is None:
                 return None
@@ -307,6 +323,9 @@ def _common_dir(top: Path, look: GitJail | None) -> Path:
         module = submodule_git_dir(marker)
         if module is not None:
             return module
+        named = _owner_named_git_dir(marker, look)
+        if named is not None:
+            return named
     if look is None or not look.sandbox.resolve().abi or not look.sandbox.enabled:
         try:
             common = Path(git(top, "rev-parse", "--git-common-dir"))
@@ -317,5 +336,27 @@ def _common_dir(top: Path, look: GitJail | None) -> Path:
         f"isolation: worktree needs {marker} to be the repository's git directory (or a"
         " worktree's or submodule's .git file that git's records name back); it is neither"
         " (a symlink, or a --separate-git-dir repository's .git file), so no worktree is made"
-        " from it while runs are sandboxed: a .git a run may rewrite cannot be trusted there"
+        " from it while runs are sandboxed: a .git a run may rewrite cannot be trusted there."
+        " For a --separate-git-dir repository, name its git directory in"
+        " Sandbox(writable=[...]): the owner's word trusts it (its runs may then write it)"
     )
+
+
+def _owner_named_git_dir(marker: Path, look: GitJail | None) -> Path | None:
+    """The git directory a ``.git`` file names (a ``--separate-git-dir`` repository's: git
+    keeps no record naming the checkout back) when the owner named that very directory in
+    ``Sandbox(writable=...)``: a record outside the workspace, so a run that rewrote the
+    pointer names nothing its runs could not already write (session 27). None otherwise."""
+    if look is None:
+        return None
+    try:
+        text = marker.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
+        owned = {Path(p).resolve() for p in look.sandbox.writable}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if gitdir not in owned or (gitdir / "commondir").exists() or not (gitdir / "HEAD").is_file():
+        return None
+    return gitdir

@@ -35,6 +35,7 @@ from subagents.tools.detached import detaches
 from subagents.tools.held import SESSION_END_S, NamedStatus, hung_up, named_status
 from subagents.tools.processes import held_argv
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
+from subagents.tools.scratch import MCP_DIR, make_dir
 
 if TYPE_CHECKING:
     import anyio
@@ -223,7 +224,7 @@ class ServerConnection:
         if self.sandbox is None:  # a path with a '/' as given: from the server's directory
             program = config.command if os.sep in config.command else str(found)
             return held_argv([program, *config.args], Path(), None, reap), env
-        self._temp = tempfile.mkdtemp(prefix="subagents-mcp-")
+        self._temp = str(make_dir(MCP_DIR))  # covered for other processes (tools/scratch.py)
         argv = held_argv([config.command, *config.args], Path(self._temp), self.sandbox, reap)
         return argv, {"TMPDIR": self._temp, **(env or {})}  # SandboxRefused: not started
 

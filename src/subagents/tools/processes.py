@@ -54,7 +54,8 @@ from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
 from subagents.tools.process import Process
 from subagents.tools.run_starts import RunEnding, RunStarts
-from subagents.tools.sandbox import RUN_DIR, SCRATCH, RunSandbox
+from subagents.tools.sandbox import RunSandbox
+from subagents.tools.scratch import RUN_DIR, SCRATCH, make_dir
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
 
 TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
@@ -135,8 +136,7 @@ class ProcessGroups:
         """A private directory for output files (made on first use, removed on close)."""
         if self._closed:
             raise RuntimeError("the runtime is closed: no process may start")
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix=SCRATCH, dir=self.scratch_root))
+        self._dir = self._dir or make_dir(SCRATCH, self.scratch_root)  # in the user's home
         return self._dir
 
     def run_dir(self, run_id: str) -> Path:

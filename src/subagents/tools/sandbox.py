@@ -37,7 +37,7 @@ from typing import Literal
 
 from subagents.definitions.validate import NETWORK_SETTINGS
 from subagents.logs import get_logger
-from subagents.tools import sandbox_exec, sandbox_shm
+from subagents.tools import sandbox_exec, sandbox_shm, scratch
 from subagents.tools.errors import ToolError
 from subagents.tools.modes import parse_mode
 from subagents.tools.sealed import SealedFiles
@@ -299,8 +299,10 @@ class RunSandbox:
         its PID namespace's init unless the runtime's environment has
         ``SUBAGENTS_PID_NAMESPACE=0``: ``reaper_ns``). ``SandboxRefused`` when no process may
         start. A run's own directory in the runtime's scratch one (``ProcessGroups.run_dir``:
-        Bash commands', hooks') is all the command sees of that one: other runs' output is
-        out of its reach (``sandbox_shm.keep_own``) where it has a namespace of its own."""
+        Bash commands', hooks'), or a stdio MCP server's own temporary directory, is all the
+        process sees of the user's home of scratch directories (``tools/scratch.py``): other
+        runs', other runtimes' and other servers' files are out of its reach
+        (``sandbox_shm.keep_own``) where it has a namespace of its own."""
         if self.refusal is not None:
             raise SandboxRefused(self.refusal)
         if not self.landlock:
@@ -318,8 +320,9 @@ class RunSandbox:
             head += ["--private-shm", "--shm-size", str(self.shm_size)]
             for hidden in self.hidden:
                 head += ["--hide", hidden]
-            if temp_dir.name.startswith(RUN_DIR) and temp_dir.parent.name.startswith(SCRATCH):
-                head += ["--own-scratch", str(temp_dir.parent)]  # (sandbox_shm.keep_own)
+            home = scratch.covered_home(temp_dir)
+            if home is not None:  # every scratch directory of the user's (sandbox_shm.keep_own)
+                head += ["--own-scratch", str(home)]
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]
@@ -379,8 +382,10 @@ def _probe_private_shm() -> str | None:
     log.warning(
         "sandboxed commands cannot get a private /dev/shm here, so /dev/shm stays unwritable"
         " to them (multiprocessing, POSIX semaphores and shared memory fail), and a SQLite"
-        " run store's files are not hidden from them: they can read every run's records"
-        " (Sandbox(readable=[...]) without the store's directory keeps it from them)",
+        " run store's files are not hidden from them: they can read every run's records,"
+        " and every other run's, runtime's and MCP server's scratch files (Sandbox(readable="
+        "[...]) without the store's directory and the temporary one keeps them out;"
+        " `subagents doctor` says what holds here)",
         why=why,
         enable=sandbox_shm.ENABLE,
     )
@@ -413,10 +418,6 @@ libraries and configuration, and this Python's (paths that do not exist are skip
 
 LAUNCHER = sandbox_exec.__file__
 """The launcher, run by path (``python -I -S``): it imports nothing but the standard library."""
-SCRATCH = "subagents-shells-"
-"""The prefix of the runtime's scratch directory (``ProcessGroups.scratch``), which holds
-every run's own temporary one (named ``RUN_DIR`` + the run's id): its commands' output."""
-RUN_DIR = "run-"
 
 UNSANDBOXED = Sandbox(enabled=False, abi=0)
 """No Landlock (a ToolContext made by hand, ``Runtime(sandbox=False)``): the environment is

@@ -36,9 +36,10 @@ write, in every mode: POSIX
 semaphores and shared memory (``multiprocessing``) work without reaching the machine's.
 ``--hide`` files (the run store's) are then covered, in that namespace only, with an empty
 file the command cannot read (``sandbox_shm.hide``): reads are not restricted otherwise.
-``--own-scratch`` DIR (the runtime's scratch directory; the last ``--write`` directory is the
-run's own, in it) is covered there with an empty tmpfs but for the run's own directory
-(``sandbox_shm.keep_own``): no other run's command output is in reach.
+``--own-scratch`` DIR (the user's home of scratch directories, ``tools/scratch.py``; the last
+``--write`` directory is the process's own, below it) is covered there with an empty tmpfs
+but for the process's own directory (``sandbox_shm.keep_own``): no other run's, runtime's or
+MCP server's temporary files are in reach.
 Where that is not allowed, the command runs as without the flag, but with ``--hide``
 (the runtime's probe made a namespace, so this launch should have) it does not run.
 ``--probe-private-shm`` prints ``ok`` or why not (how the runtime asks once).

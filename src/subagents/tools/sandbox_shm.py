@@ -21,9 +21,10 @@ tree, the seccomp filter denies ``mount``, ``unshare`` and ``setns``
 The same namespace keeps the run store from the command (``hide``): reads are not
 restricted in the sandbox, so each of the store's files is covered there by an empty one
 the command may not read, which the runtime and every other process never see. It keeps
-other runs' command output from it too (``keep_own``, session 26): the runtime's scratch
-directory (every run's ``TMPDIR``, where its commands' output files are) is covered with an
-empty tmpfs there, and only the run's own directory is bound back.
+other runs' command output from it too (``keep_own``, sessions 26-27): the user's home of
+scratch directories (every run's ``TMPDIR``, where its commands' output files are, of every
+runtime, and every stdio MCP server's) is covered with an empty tmpfs there, and only the
+process's own directory is bound back.
 
 Where the kernel or the container forbids it (user namespaces off, Ubuntu's AppArmor
 restriction, no ``CAP_SYS_ADMIN``), ``enter`` says why and the launcher goes on as before:
@@ -173,23 +174,27 @@ def hide(libc: ctypes.CDLL, files: list[str]) -> None:
 
 
 def keep_own(libc: ctypes.CDLL, scratch: str, own: str) -> None:
-    """Cover ``scratch`` (the runtime's directory of every run's temporary one, where their
-    commands' output files are) with an empty tmpfs in this process's mount namespace (after
-    ``enter``), wherever its file system shows it (``_other_names``), and bind ``own`` (the
-    run's own directory, directly in it) back at its place: the command reads and writes its
-    own files as before and sees no other run's (a ``plan`` run read a sibling's background
-    shell output there: session 26). ``OSError`` when that could not be done (the launcher
-    then runs nothing)."""
-    if os.path.dirname(own.rstrip("/")) != scratch.rstrip("/"):
-        raise OSError(errno.EINVAL, f"{own} is not a directory directly in {scratch}")
+    """Cover ``scratch`` (the user's home of scratch directories, ``tools/scratch.py``: every
+    runtime's directory of its runs' temporary ones, where their commands' output files are,
+    and every stdio MCP server's) with an empty tmpfs in this process's mount namespace
+    (after ``enter``), wherever its file system shows it (``_other_names``), and bind ``own``
+    (the process's own directory, anywhere below it) back at its place: the command reads
+    and writes its own files as before and sees no other run's, runtime's or server's (a
+    ``plan`` run read a sibling's background shell output there: session 26; an MCP server
+    and a second runtime's commands still could: session 27). Directories made there after
+    the cover are made in the real directory, under it: out of reach too. ``OSError`` when
+    that could not be done (the launcher then runs nothing)."""
+    top, below = scratch.rstrip("/"), own.rstrip("/")
+    if not below.startswith(top + "/") or ".." in below[len(top) :].split("/"):
+        raise OSError(errno.EINVAL, f"{own} is not a directory in {scratch}")
     fd = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # reached before covered
     try:
         options = b"mode=0700,size=65536,nr_inodes=16"
         for path in (scratch, *_other_names(scratch, _mount_table())):
             if libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
                 raise OSError(ctypes.get_errno(), _fail(f"covering {path}"))
-        os.mkdir(own, 0o700)
-        if libc.mount(f"/proc/self/fd/{fd}".encode(), own.encode(), None, MS_BIND, None) != 0:
+        os.makedirs(below, 0o700)
+        if libc.mount(f"/proc/self/fd/{fd}".encode(), below.encode(), None, MS_BIND, None) != 0:
             raise OSError(ctypes.get_errno(), _fail(f"binding {own} back"))
     finally:
         os.close(fd)
