@@ -51,9 +51,11 @@ def results(model: ScriptedModel, name: str) -> list[ToolResultBlock]:
 
 def test_a_run_plants_no_hook_and_removes_no_guard_through_hot_reload(repo: Path) -> None:
     """The planter rewrites the guarded agent's definition without its guard (a hook that
-    blocks ``touch``) and adds a definition whose hook writes a mark; once the registry has
-    reloaded both (a changed definition's description shows it), the new agent runs with no
-    hook and the guard still blocks."""
+    blocks ``touch``) and adds a definition whose hook writes a mark, then a plain one (the
+    marker: once the registry has added it, its scan read the other two as written). The
+    guarded definition is kept whole as it was (its new description is not taken either:
+    a change of tools beside a change of hooks must not come half); the planted one is left
+    out until a restart (run without its hooks, a guard of its own would not hold)."""
     agents = repo / ".claude" / "agents"
     agents.mkdir(parents=True)
     guard = "grep -q touch && { echo 'no touching' >&2; exit 2; } || true"
@@ -64,11 +66,12 @@ def test_a_run_plants_no_hook_and_removes_no_guard_through_hot_reload(repo: Path
     plant = (
         f"cat > .claude/agents/planted.md <<'EOF'\n{planted}EOF\n"
         f"cat > .claude/agents/guarded.md <<'EOF'\n{unguarded}EOF\n"
+        f"cat > .claude/agents/marker.md <<'EOF'\n{definition('marker')}EOF\n"
     )
     model = ScriptedModel(
         {
             "planter": [bash(plant), "done"],
-            "planted": [bash("echo hi"), "ok"],
+            "marker": [bash("echo hi"), "ok"],
             "guarded": [bash("touch made"), "ok"],
         }
     )
@@ -85,15 +88,15 @@ def test_a_run_plants_no_hook_and_removes_no_guard_through_hot_reload(repo: Path
         ) as rt,
     ):
         rt.registry.subscribe(changes.put)
+        held = rt.registry.get("guarded")
         assert rt.run("planter", "plant", wait=WAIT).status is RunStatus.COMPLETED
-        seen: set[str] = set()
-        while not {"planted", "guarded"} <= seen:
-            change = changes.get(timeout=WAIT)
-            seen |= {*change.added, *change.changed}
-        assert rt.registry.get("guarded").description == "Now unguarded."  # reloaded
-        assert rt.run("planted", "go", wait=WAIT).status is RunStatus.COMPLETED
+        while "marker" not in changes.get(timeout=WAIT).added:
+            pass
+        assert not rt.registry.has("planted")  # left out until a restart
+        assert rt.registry.get("guarded") == held  # kept whole
+        assert rt.run("marker", "go", wait=WAIT).status is RunStatus.COMPLETED
         assert rt.run("guarded", "go", wait=WAIT).status is RunStatus.COMPLETED
-    assert results(model, "planted")[0].content == "hi"
+    assert results(model, "marker")[0].content == "hi"  # a plain new definition is taken
     assert not (repo / "hook-ran").exists()  # the planted hook never ran
     blocked = results(model, "guarded")[0]
     assert (blocked.is_error, blocked.content) == (
@@ -101,7 +104,7 @@ def test_a_run_plants_no_hook_and_removes_no_guard_through_hot_reload(repo: Path
         "PreToolUse hook blocked this call: no touching",
     )
     assert not (repo / "made").exists()
-    warned = sorted(e["agent"] for e in logs if "hooks or mcpServers changed since" in e["event"])
+    warned = sorted(e["agent"] for e in logs if "hooks or mcpServers are not" in e["event"])
     assert warned == ["guarded", "planted"], logs
 
 
@@ -138,8 +141,9 @@ def test_a_code_definition_extending_a_file_keeps_the_hooks_it_inherited(tmp_pat
     assert guarded is not None and "exit 2" in str(guarded)
     parent.write_text(definition("base").replace("The base agent.", "Rewritten."))
     os.utime(parent, (parent.stat().st_atime, parent.stat().st_mtime + 5))  # (seen changed)
+    base = catalog.get("base")
     catalog.reload()
-    assert catalog.get("base").description == "Rewritten."  # the reload was taken
+    assert catalog.get("base") is base  # its hooks changed: kept whole as it was
     assert catalog.get("child").hooks == guarded
     held = catalog.get("child")
     catalog.reload()  # (nothing changed: the loader gives the same specs)
@@ -151,8 +155,10 @@ SERVER_APP = Path(__file__).resolve().parent.parent / "mcp_servers" / "mcp_serve
 
 def test_a_run_plants_no_mcp_server_through_hot_reload(repo: Path) -> None:
     """An inline stdio server in ``mcpServers`` is a command the runtime starts for the
-    agent's runs (with ``allow_mcp_commands=True``), as a hook is: one planted through hot
-    reload does not start; the new definition keeps the runtime's servers it names."""
+    agent's runs (with ``allow_mcp_commands=True``), as a hook is: a definition planted
+    through hot reload with one is left out until a restart, and its server never starts;
+    one added naming only the runtime's servers is taken (written last: once it is added,
+    the scan read the other)."""
     agents = repo / ".claude" / "agents"
     agents.mkdir(parents=True)
     (agents / "planter.md").write_text(definition("planter"))
@@ -162,11 +168,15 @@ def test_a_run_plants_no_mcp_server_through_hot_reload(repo: Path) -> None:
         f"      command: {sys.executable}\n      args: [{SERVER_APP}, --log, {log}]\n"
     )
     planted = definition("served").replace("tools: Bash\n", f"tools: Bash\n{servers}")
-    plant = f"cat > .claude/agents/served.md <<'EOF'\n{planted}EOF\n"
+    named = definition("named").replace("tools: Bash\n", "tools: Bash\nmcpServers:\n  - calc\n")
+    plant = (
+        f"cat > .claude/agents/served.md <<'EOF'\n{planted}EOF\n"
+        f"cat > .claude/agents/named.md <<'EOF'\n{named}EOF\n"
+    )
     model = ScriptedModel(
         {
             "planter": [bash(plant), "done"],
-            "served": [
+            "named": [
                 {"tool_calls": [{"name": "mcp__planted__note", "input": {"text": "x"}}]},
                 {"tool_calls": [{"name": "mcp__calc__add", "input": {"a": 1, "b": 2}}]},
                 "ok",
@@ -186,10 +196,11 @@ def test_a_run_plants_no_mcp_server_through_hot_reload(repo: Path) -> None:
     ) as rt:
         rt.registry.subscribe(changes.put)
         assert rt.run("planter", "plant", wait=WAIT).status is RunStatus.COMPLETED
-        while "served" not in changes.get(timeout=WAIT).added:
+        while "named" not in changes.get(timeout=WAIT).added:
             pass
-        assert rt.run("served", "go", wait=WAIT).status is RunStatus.COMPLETED
-    note, add = results(model, "served")
+        assert not rt.registry.has("served")  # left out until a restart
+        assert rt.run("named", "go", wait=WAIT).status is RunStatus.COMPLETED
+    note, add = results(model, "named")
     assert note.is_error, note
     assert not log.exists()  # the planted server never started
     assert (add.is_error, add.content) == (False, "3")

@@ -14,14 +14,18 @@ definition given in code (``Level.CODE``, ``registry.register``) is the program'
 taken as it is, unless it ``extends`` another: then its hooks may come from a file (a run
 that rewrote the parent's file took the child's guard away: seen), and are held as they were
 when it was first seen.
+
+Fail closed (the lead's mend after review): a definition whose commands changed since is kept
+*whole* as it was (not its new prompt or tools beside its old hooks: a guard added with the
+Bash it guards would otherwise reload the Bash without the guard), and a definition added
+since the start that names hooks or inline MCP servers is left out until a restart (run
+without them, its guards would not hold). Both are said once in a warning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-import msgspec
 
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.logs import get_logger
@@ -34,69 +38,82 @@ Commands = tuple[Any, Any]
 
 class CommandsAtStart:
     """What each file definition's commands were at the first load, and the specs of a
-    reload with those put back (a plain decision: the catalog calls it on its actor's
-    thread)."""
+    reload with those held (a plain decision: the catalog calls it on its actor's thread)."""
 
     def __init__(self) -> None:
         self._read: dict[str, Commands] | None = None
         self._warned: set[tuple[str, str]] = set()
-        self._put_back: dict[str, tuple[AgentSpec, AgentSpec]] = {}
-        """By name: the spec as loaded and the one given for it with its commands put back
-        (a reload that changed nothing gives the very same object: caches keyed on the
-        definition object, ``AgentRanking``'s and ``AgentEnv``'s, keep holding)."""
+        self._given: dict[str, AgentSpec] = {}
+        """By name: the spec last given out (a held definition is given as this very object
+        again: caches keyed on the definition object, ``AgentRanking``'s and ``AgentEnv``'s,
+        keep holding)."""
 
     def hold(self, specs: dict[str, AgentSpec]) -> dict[str, AgentSpec]:
         """``specs`` as loaded, the first time (their commands are kept); after, each file
-        definition whose commands differ from those kept gets them back (none for a
-        definition that had none), with a warning once per definition and change."""
+        definition whose commands differ from those kept is given as it was last given, and
+        one added since that names commands is left out (a warning once per definition and
+        change)."""
         if self._read is None:
             self._read = {n: _commands(s) for n, s in specs.items() if _from_files(s)}
+            self._given = dict(specs)
             return specs
-        return {name: self._held(spec) for name, spec in specs.items()}
+        held: dict[str, AgentSpec] = {}
+        for name, spec in specs.items():
+            given = self._held(spec)
+            if given is not None:
+                held[name] = given
+        self._given.update(held)
+        return held
 
-    def _held(self, spec: AgentSpec) -> AgentSpec:
+    def _held(self, spec: AgentSpec) -> AgentSpec | None:
         assert self._read is not None
         if not _from_files(spec):
             return spec  # the program's own, whole
-        if spec.level is Level.CODE and spec.name not in self._read:
-            self._read[spec.name] = _commands(spec)  # registered since: as first seen
-            return spec
         kept = self._read.get(spec.name)
-        if kept is None:  # new since the start: no hooks, and its servers by name only
-            kept = (None, _names_only(spec.mcp_servers))
+        if kept is None:  # new since the start
+            if spec.level is not Level.CODE and _names_commands(spec):
+                self._warn(spec, "it was added since the start: left out until a restart")
+                return None
+            self._read[spec.name] = _commands(spec)  # (a code one: as first seen)
+            return spec
         if _commands(spec) == kept:
             return spec
-        last = self._put_back.get(spec.name)
-        if last is not None and last[0] is spec:
-            return last[1]
+        last = self._given.get(spec.name)
+        if last is None or _commands(last) != kept:
+            self._warn(spec, "left out until a restart")
+            return None
+        self._warn(spec, "the definition is kept whole as it was until a restart")
+        return last
+
+    def _warn(self, spec: AgentSpec, what: str) -> None:
         key = (spec.name, repr(_commands(spec)))
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(
-                "a definition's hooks or mcpServers changed since the runtime started: those"
-                " read at start are kept (commands are read once, as Claude Code reads hooks:"
-                " a run that may write the agents' folder must not choose the commands run"
-                " for the next runs); restart to take the new ones",
-                agent=spec.name,
-                source=spec.source,
-            )
-        held = msgspec.structs.replace(spec, hooks=kept[0], mcp_servers=kept[1])
-        self._put_back[spec.name] = (spec, held)
-        return held
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        log.warning(
+            "a definition's hooks or mcpServers are not those read at start: commands are read"
+            " once, as Claude Code reads hooks (a run that may write the agents' folder must"
+            " not choose the commands run for the next runs); " + what,
+            agent=spec.name,
+            source=spec.source,
+        )
 
 
 def _commands(spec: AgentSpec) -> Commands:
     return (spec.hooks, spec.mcp_servers)
 
 
-def _names_only(servers: Any) -> Any:
-    """``mcpServers`` without its inline servers (a mapping entry: a command): the names of
-    the runtime's servers it lists (which the owner gave, trusted) are kept."""
+def _names_commands(spec: AgentSpec) -> bool:
+    """Whether ``spec`` names a command: hooks, or an inline server in ``mcpServers`` (a
+    mapping entry; the names of the runtime's servers, which the owner gave, are none)."""
+    if spec.hooks:
+        return True
+    servers: Any = spec.mcp_servers
     if isinstance(servers, Mapping):
-        return [name for name, config in servers.items() if config is None]
+        return any(config is not None for config in servers.values())
     if isinstance(servers, (list, tuple)):
-        return [entry for entry in servers if not isinstance(entry, Mapping)]
-    return servers  # None (every runtime server), or a comma string of names
+        return any(isinstance(entry, Mapping) for entry in servers)
+    return False  # None (every runtime server), or a comma string of names
 
 
 def _from_files(spec: AgentSpec) -> bool:
