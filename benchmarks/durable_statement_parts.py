@@ -78,6 +78,11 @@ def _file(path: Path, variant: str) -> sqlite3.Connection:
     conn.execute("PRAGMA wal_autocheckpoint = 0")
     if variant.startswith("bare"):
         conn.execute("DROP TRIGGER IF EXISTS mail_receipt")  # (as the floor's file)
+        if variant == "bare":
+            import mail
+
+            for sql in mail.FLOOR_SENDER_INDEX:  # (as the floor's file, since v15)
+                conn.execute(sql)
     if variant == "store_receipt_index":  # (v15's road not taken: an index of its own)
         conn.execute("DROP INDEX mail_sender")
         conn.execute("CREATE INDEX mail_sender ON mail (sender, seq)")
