@@ -8,6 +8,7 @@ rides on keeps the mail it marks read."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import msgspec
@@ -116,3 +117,37 @@ def test_a_sweep_deleting_the_row_a_receipt_rides_on_keeps_the_mail_read(
     assert report.deleted == ("d",)
     assert rows(sqlite_store.path, "SELECT mail_id FROM mail ORDER BY seq") == [("m0",), ("m1",)]
     assert shown(sqlite_store, "s") == {"m0": READ, "m1": DELIVERED}
+
+
+def test_a_sweep_marks_read_only_the_mail_sent_to_the_receipts_writer(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A receipt on a deleted run's row names a mail sent to another run than its writer's
+    (an older runtime's raw insert: the record's statement names only mail sent to it):
+    neither ``mail_for`` nor the sweep takes it for a receipt, before or after."""
+    store = fenced(sqlite_store)
+    for run_id in ("s", "o", "x"):
+        store.save_run(run(run_id, status=RunStatus.RUNNING))
+    store.save_mails([mail("m0", "o", "x", state=DELIVERED), mail("m1", "o", "s", state=DELIVERED)])
+    store.save_mails([mail("r", "s", "d", state=DELIVERED)])
+    conn = sqlite3.connect(sqlite_store.path, isolation_level=None)
+    conn.execute("UPDATE mail SET receipt = 'm0' WHERE mail_id = 'r'")  # m0 is x's, not s's
+    conn.close()
+    assert shown(sqlite_store, "x") == {"m0": DELIVERED}
+    store.save_run(
+        run(
+            "d",
+            created_at=0.0,
+            status=RunStatus.COMPLETED,
+            ended_at=NOW - 2 * HOUR,
+            cleanup="delete",
+        )
+    )
+    sqlite_store.sweep(now=NOW)
+    assert sqlite_store.sweep(now=NOW + 10 * DAY, retention_days=7).deleted == ("d",)
+    assert rows(sqlite_store.path, "SELECT mail_id, state FROM mail ORDER BY seq") == [
+        ("m0", "delivered"),
+        ("m1", "delivered"),
+    ]
+    assert shown(sqlite_store, "x") == {"m0": DELIVERED}
+    assert shown(sqlite_store, "s") == {"m1": DELIVERED}
