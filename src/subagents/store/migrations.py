@@ -339,7 +339,8 @@ def v14_to_v15(conn: sqlite3.Connection) -> None:
     mail) order by ``seq`` themselves. Nothing to copy: the rows the trigger marked say
     ``read`` in their column. A runtime of v14 still open on the store goes on writing its
     receipts in ``receipt`` (read by this code as receipts) and reads the column alone:
-    it shows such a mail unread (docs/store.md: stop older runtimes before upgrading)."""
+    it takes such a mail for unread (shown, a dead letter, a restored run's inbox:
+    docs/store.md, stop older runtimes before upgrading)."""
     conn.execute("DROP TRIGGER IF EXISTS mail_receipt")
     conn.execute("DROP INDEX mail_sender")
     conn.execute("CREATE INDEX mail_sender ON mail (sender, receipt)")
