@@ -57,7 +57,7 @@ from typing import Any
 import msgspec
 
 from _common import LoadWindow, emit, parse_args, quiet_logs
-from mail import _INSERT_MAIL, runtime_rate
+from mail import _INSERT_MAIL, FLOOR_SENDER_INDEX, runtime_rate
 from subagents.store import sqlite_tx, sqlite_wal
 from subagents.store.sqlite import SQLiteStore
 
@@ -133,8 +133,10 @@ def replay(folder: Path, variant: str, count: int, timed: bool) -> tuple[list[fl
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA wal_autocheckpoint = {sqlite_wal.BACKSTOP_PAGES}")
-        if variant == "bare":  # (the floor's file has no trigger: ``mail._floor_file``)
+        if variant == "bare":  # (the floor's file as ``mail._floor_file`` makes it)
             conn.execute("DROP TRIGGER IF EXISTS mail_receipt")
+            for sql in FLOOR_SENDER_INDEX:
+                conn.execute(sql)
         per_mail, trigger = EVENT_TRIGGERS.get(variant, (0, ""))
         if trigger:
             conn.execute(trigger)

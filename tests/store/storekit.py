@@ -135,9 +135,9 @@ def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
 @contextlib.contextmanager
 def traced(store: SQLiteStore) -> Iterator[list[str]]:
     """The statements run on ``store``'s connection inside the block, in the list it gives,
-    each once when the block ends (raising or not): SQLite traces a trigger's program (schema
-    v11's ``mail_receipt``, entered by every insert into ``mail``) with its statement's text
-    again, so a text repeated at once is one statement."""
+    each once when the block ends (raising or not): SQLite traces a trigger's program (v14's
+    ``runs_one_end``; v11-v14's ``mail_receipt``, entered by every insert into ``mail``) with
+    its statement's text again, so a text repeated at once is one statement."""
     seen: list[str] = []
     store._tx.connection().set_trace_callback(seen.append)
     try:

@@ -1,8 +1,9 @@
 """Read receipts in a SQLite store since schema v11: a receipt writes the ``state`` column
 alone (the document keeps the state it had; ``mail_for`` gives the column's), and a sender's
 record carries the receipts of the mail its journal entries read (``SaveJournal.read_mail``),
-in its own transaction: one statement for one mail and one receipt (the ``mail_receipt``
-trigger), statements otherwise; nothing marked read when the record is refused."""
+in its own transaction: one statement for one mail and one receipt (since v15 the reader's
+row's ``receipt``, read by ``mail_for``, not written into the read mail's row), statements
+otherwise; nothing marked read when the record is refused."""
 
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ def test_a_receipt_marks_only_mail_sent_to_the_reader(sqlite_store: SQLiteStore)
     store.record_mails(two, SaveJournal("s", (SEEN,), ("x2",)), AttemptFence("s"))
     assert states(sqlite_store.path)["x1"][0] == "delivered"
     assert states(sqlite_store.path)["x2"][0] == "delivered"
+    assert state_of(sqlite_store, "p", "x1") is DELIVERED  # (v15: not read from s's row)
+    assert state_of(sqlite_store, "p", "x2") is DELIVERED
 
 
 def test_several_receipts_and_several_mails_are_one_transaction(
@@ -95,7 +98,8 @@ def test_a_refused_record_marks_nothing_read(sqlite_store: SQLiteStore) -> None:
 def test_a_receipt_writes_the_state_column_alone(sqlite_store: SQLiteStore) -> None:
     """Read lives in the column (``json_set`` of the document was ~40% of a receipt): the
     document keeps its state, and every read of the mail gives the column's; other states
-    keep the document in step."""
+    keep the document in step. A receipt carried by the reader's one-statement record
+    writes neither (v15): its row says it, and every read of the mail gives ``read``."""
     store = fenced(sqlite_store)
     store.save_run(run("s", status=RunStatus.RUNNING))
     store.save_mails([mail(f"m{i}", "o", "s", state=DELIVERED) for i in range(4)])
@@ -106,7 +110,7 @@ def test_a_receipt_writes_the_state_column_alone(sqlite_store: SQLiteStore) -> N
     assert states(sqlite_store.path) == {
         "m0": ("read", "delivered"),
         "m1": ("read", "delivered"),
-        "m2": ("read", "delivered"),
+        "m2": ("delivered", "delivered"),
         "m3": ("dead", "dead"),
         "a": ("accepted", "accepted"),
     }

@@ -107,6 +107,8 @@ def _version(path: Path) -> int:
         ("ALTER TABLE mail_v12 RENAME", 0, 11),  # the old table dropped
         ("CREATE INDEX mail_recipient", 100, 11),  # renamed, its index half made
         ("CREATE TRIGGER mail_receipt", 0, 11),  # renamed, indexes made again
+        ("DROP TRIGGER IF EXISTS mail_receipt", 0, 11),  # v15: the trigger about to go
+        ("mail (sender, receipt)", 0, 11),  # v15: the trigger and v14's index gone
         ("COMMIT", 0, 11),  # every migration done, not committed
         ("upgraded", 0, SCHEMA_VERSION),  # committed, the log not yet checkpointed
     ],

@@ -1,7 +1,9 @@
 """The mail of a SQLite store: every mail a run sent or received, and its delivery state.
 
 Why a module of its own: mail is the busiest table (every send, every read receipt) and has
-its own tricks: a read receipt written to the ``state`` column alone (schema v11: the
+its own tricks: a read receipt carried by its reader's own row (schema v15: ``receipt``,
+written by ``store.sqlite_record``, read by ``mail_for``: nothing written into the read
+row), other read receipts written to the ``state`` column alone (schema v11: the
 document keeps the state it had before; ``mail_for`` gives the column's), other state
 changes in place with SQLite's JSON functions when they exist (one statement, no
 read-back), in chunks of ids rather than a statement per mail, and a read-modify-write
@@ -43,6 +45,19 @@ _SET_MAIL_STATE = "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?
 """A mail's new state in its column and its document, without reading it (JSON1)."""
 
 _READ = MailState.READ
+
+_MAIL_OF = """SELECT m.mail_id, m.mail, CASE WHEN m.state <> 'read' AND EXISTS (SELECT 1
+        FROM mail AS r WHERE r.sender = m.recipient AND r.receipt = m.mail_id)
+        THEN 'read' ELSE m.state END AS shown, m.seq AS seq
+    FROM mail AS m WHERE (m.recipient = ?1 OR m.sender = ?2)"""
+"""A run's mail with the state each is in: its ``state`` column's, or ``read`` where a row
+its recipient sent carries its id in ``receipt`` (schema v15: a receipt carried by its
+reader's record is not written into the read row; the ``mail_sender`` index, ``(sender,
+receipt)``, answers it in one probe). A receipt is the reader's word that it read the mail,
+committed with the journal entries that say which call did: it stands whatever the column
+says (v11-v14's trigger set ``read`` over any state too; a mail is made dead only while its
+run holds it unread: ``MailRoom.dead_letters``).
+"""
 
 
 _STATE_CHUNK = 500
@@ -173,16 +188,16 @@ class MailRows:
             )
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
-        sql = "SELECT mail_id, mail, state FROM mail WHERE (recipient = ? OR sender = ?)"
+        sql = _MAIL_OF
         params: list[Any] = [run_id, run_id]
         if states is not None:
             wanted = sorted({MailState(s).value for s in states})
             if not wanted:
                 return []
-            sql += f" AND state IN ({_marks(len(wanted))})"
+            sql = f"SELECT * FROM ({_MAIL_OF}) WHERE shown IN ({_marks(len(wanted))})"
             params.extend(wanted)
         rows = self.tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
-        return [self._loaded(key, raw, state) for key, raw, state in rows]
+        return [self._loaded(key, raw, state) for key, raw, state, _ in rows]
 
     def _loaded(self, mail_id: str, raw: str, state: str) -> Mail:
         """A mail's row as a ``Mail``: its document, with the state its column says (a read

@@ -26,10 +26,12 @@ Read receipts ride on it (schema v11): the mail the carried entries say the send
 (``SaveJournal.read_mail``) is marked read in the same transaction, so a ping-pong's reply
 commits the receipt of the mail it answers and the supervisor's group writes none
 (``Recorded.journal``: a ``recorded`` journal's receipts are committed). One receipt goes in
-the one statement (``mail.receipt``, marked by the ``mail_receipt`` trigger), more as an
-``UPDATE`` among the statements. Only mail sent to the sender is marked, and nothing when
-the record is refused: a receipt is never committed without the entries that say which call
-read the mail, nor by a start that is over.
+the one statement as the new row's ``mail.receipt`` (since v15 read from there by
+``MailRows.mail_for``, not written into the read mail's row: that trigger's ``UPDATE`` was
+~15.7k of the statement's ~129k instructions), more as an ``UPDATE`` among the statements.
+Only mail sent to the sender is marked, and nothing when the record is refused: a receipt
+is never committed without the entries that say which call read the mail, nor by a start
+that is over.
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ def _record_one(attempt: bool, receipt: bool) -> str:
     """One mail's record as one statement: its row (``?1``-``?6``), the journal entries it
     carries (``?7``, or NULL), inserted only while the lease ``?8`` is held at epoch ``?9``
     and (``attempt``) the run ``?10`` is live with restarts ``?11`` and retries ``?12``;
-    (``receipt``) the mail its sender read, the last parameter, marked read by the insert
-    (``migrations._RECEIPT``: a trigger, so still one statement).
+    (``receipt``) the mail its sender read, the last parameter, kept in the row's
+    ``receipt`` (read as that mail's read receipt: ``sqlite_mail._MAIL_OF``, schema v15).
 
     ``VALUES``, its id NULL unless the checks hold, which ``OR IGNORE`` skips as it skips an
     id kept already (a NOT NULL column; nothing inserted, nothing marked read): an

@@ -30,6 +30,15 @@ _TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
 _DOING = "sweeping"  # what a failed statement was part of, in its error
 
 
+_RECEIPTS_KEPT = """UPDATE mail SET state = 'read' WHERE mail_id IN (SELECT receipt FROM mail
+        WHERE recipient = ?1 AND receipt IS NOT NULL)
+    AND state <> 'read' AND EXISTS (SELECT 1 FROM mail AS r WHERE r.sender = mail.recipient
+        AND r.receipt = mail.mail_id AND r.recipient = ?1)"""
+"""Before a deleted run's mail goes: the mail whose read receipt rides on a row sent to it
+(schema v15: a reader's row carries the receipt, ``MailRows.mail_for``) marked read in its
+column, so a reader and a sender that stay keep it read."""
+
+
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
@@ -188,6 +197,7 @@ def _apply_plan(tx: Transactions, conn: sqlite3.Connection, plan: SweepPlan, now
             "commands", "subscriptions", "previews", "runs",
         ):  # fmt: skip
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
+        tx.write_sql(conn, _RECEIPTS_KEPT, (run_id,), _DOING)
         tx.write_sql(
             conn,
             "DELETE FROM mail WHERE sender = ? OR recipient = ?",
