@@ -22,7 +22,7 @@ from storekit import event, run
 from run_ends import ends_of
 from subagents.messages import EventKind, RunRecord, RunStatus
 from subagents.store.base import AlreadyEnded, RunStore, StoreError
-from subagents.store.errors import SECOND_END
+from subagents.store.errors import OLDER_PROCESS_STOP, SECOND_END
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import AppendEvent, SaveRun, write_all
 
@@ -253,3 +253,32 @@ def test_a_store_upgraded_before_session_27_is_known_by_its_shorter_message_post
     finally:
         store.close()
     assert "is refused, and nothing of its transaction is kept)" in said, said
+
+
+def test_the_v15_upgrade_gives_a_store_of_session_26_the_message_telling_older_processes_to_stop(
+    tmp_path: Path,
+) -> None:
+    """A v14 file upgraded by session 26's code has the trigger's shorter message; the v15
+    upgrade (when an older process may still be running) makes it again with today's."""
+    from subagents.store.migrations import _ended, _literal
+    from subagents.store.schema import set_schema_version
+
+    path = tmp_path / "runs.sqlite3"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:  # back to v14 as session 26 left it
+        conn.execute("DROP TRIGGER runs_one_end")
+        conn.execute(
+            f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
+            WHEN {_ended("old")} AND {_ended("new")}
+                AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
+            BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
+        )
+        set_schema_version(conn, 14)
+    conn.close()
+    SQLiteStore(path).close()  # upgrades to v15
+    with sqlite3.connect(path) as conn:
+        (sql,) = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'runs_one_end'"
+        ).fetchone()
+    conn.close()
+    assert _literal(SECOND_END + OLDER_PROCESS_STOP) in sql, sql  # (its quotes doubled)

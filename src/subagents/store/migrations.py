@@ -317,6 +317,11 @@ def v13_to_v14(conn: sqlite3.Connection) -> None:
     caller took for lost, a `subagents stop` in another process), and its transaction with
     it (its events too). The same end saved again is kept. Its message names itself to a
     process that does not know it (``OLDER_PROCESS_STOP``); this one knows it by its start."""
+    _one_end(conn)
+
+
+def _one_end(conn: sqlite3.Connection) -> None:
+    """The ``runs_one_end`` trigger, with the message of today's code."""
     conn.execute(
         f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
         WHEN {_ended("old")} AND {_ended("new")}
@@ -341,7 +346,13 @@ def v14_to_v15(conn: sqlite3.Connection) -> None:
     ``read`` in their column. A runtime of v14 still open on the store goes on writing its
     receipts in ``receipt`` (read by this code as receipts) and reads the column alone:
     it takes such a mail for unread (shown, a dead letter, a restored run's inbox:
-    docs/store.md, stop older runtimes before upgrading)."""
+    docs/store.md, stop older runtimes before upgrading).
+
+    It also makes ``runs_one_end`` again: a v14 file upgraded by session 26's code kept the
+    trigger's shorter message, which does not tell an older process still running to stop;
+    this upgrade is when one may be running."""
+    conn.execute("DROP TRIGGER runs_one_end")
+    _one_end(conn)
     conn.execute("DROP TRIGGER IF EXISTS mail_receipt")
     conn.execute("DROP INDEX mail_sender")
     conn.execute("CREATE INDEX mail_sender ON mail (sender, receipt)")
