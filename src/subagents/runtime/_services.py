@@ -54,6 +54,7 @@ from subagents.store.sqlite_wal import StopCheckpoints
 from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
+from subagents.tools.lease_line import LeaseLine
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.shell_limits import ShellLimits
 
@@ -403,15 +404,25 @@ class Services:
         """Write this runtime's lease and keep it alive; from now on the supervisor's writes
         (through ``self.fenced``) are refused once the lease is not held (``store.fencing``); if
         another process takes its runs over (the lease lapsed), the supervisor is also told
-        to stop at its next renewal."""
+        to stop at its next renewal. Its commands are given its lease line
+        (``tools.lease_line``): they die before the lease can be taken, the host stalled."""
         supervisor = self.supervisor
         assert supervisor is not None
-        self.lease = LeaseKeeper(
-            store,
-            owner,
-            lease_s,
-            on_lost=lambda reason: supervisor.tell(LeaseLost(reason=reason)),
-        )
+        line = LeaseLine() if self.processes is not None else None
+        try:
+            self.lease = LeaseKeeper(
+                store,
+                owner,
+                lease_s,
+                on_lost=lambda reason: supervisor.tell(LeaseLost(reason=reason)),
+                line=line,
+            )
+        except BaseException:
+            if line is not None:
+                line.close()
+            raise
+        if self.processes is not None and line is not None:  # published: commands may hold it
+            self.processes.lease_env = line.environment
         assert self.fenced is not None
         self.fenced.fence = self.lease.fence
 
