@@ -1,7 +1,8 @@
-"""The lease line (tools/lease_line.py): a command's reaper kills all its command started
-once its host's published deadline passes without a renewal, by itself (the host may be
-stopped); a line renewed keeps it; a line read during a write is read again, never taken
-for a deadline; the lease keeper's line is earlier than its lease's lapse.
+"""The lease line (tools/lease_line.py): a command's reaper (a Bash command's, a hook's) kills
+all its command started once its host's published deadline passes without a renewal, by
+itself (the host may be stopped); a line renewed keeps it; a line read during a write is
+read again, never taken for a deadline; the lease keeper's line is earlier than its lease's
+lapse.
 
 The runtime's end to end case (a host SIGSTOPped past its lease) is
 tests/cli/test_cli_lease_line.py."""
@@ -13,19 +14,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from ns_pids import NS
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.sqlite import SQLiteStore
 from subagents.tools.context import ToolContext
+from subagents.tools.hooks import Hooks, run_hooks
 from subagents.tools.lease_line import LeaseLine, clock
 from subagents.tools.processes import ProcessGroups
 
-from .conftest import wait_until
+from .conftest import WAIT, wait_until
 from .test_bash_escapes import alive, pid_in
 from .test_bash_reaper import hidden
 from .test_sandbox import landlock, sandboxed
 
+LOG = structlog.get_logger("test")
 LEAD_S = 3.0
 """How far ahead the test's renewals put the line (a starved test thread is not a lapse)."""
 
@@ -114,3 +118,26 @@ def test_the_keepers_line_comes_before_its_lease_lapses(tmp_path: Path) -> None:
     assert published <= lease.expires_boot - 0.3 / 4
     assert not lost.is_set()
     assert not Path(line.path).exists()  # removed with the lease
+
+
+def test_a_hook_under_way_dies_when_the_line_passes_unrenewed(repo: Path, line: LeaseLine) -> None:
+    started = repo / "started"
+    entry = {"hooks": [{"command": f"echo $$ > {started}; exec sleep 600", "timeout": 900}]}
+    hooks = Hooks.parse({"PreToolUse": [entry]}, "test")
+    line.publish(clock() + LEAD_S)
+    stop, renewer = _renewing(line)
+    ran = threading.Thread(
+        target=run_hooks,
+        args=(hooks, "PreToolUse", {}),
+        kwargs={"tool": "Bash", "cwd": repo, "cancel": threading.Event(), "log": LOG,
+                "temp_dir": repo, "lease_env": line.environment},
+        daemon=True,
+    )  # fmt: skip
+    ran.start()
+    try:
+        wait_until(lambda: started.exists() and started.read_text().strip() != "", what="hook")
+    finally:
+        stop.set()
+        renewer.join()
+    ran.join(WAIT)  # a hang guard: its own timeout (900 s) is far beyond
+    assert not ran.is_alive()  # the hook was killed at the line

@@ -24,6 +24,9 @@ sandboxed reaper opened it before Landlock restricted it, and may open nothing a
 read during a write) reads again (``reaper._deadline``). Its name reaches a reaper in its
 environment (``reaper.LEASE_VARIABLE``), taken out before its command starts.
 
+Bash commands, background shells and hooks' commands get the line (``ProcessGroups.lease_env``);
+stdio MCP servers do not: a server acts when asked, and a stalled host asks nothing.
+
 A host that was only slow (not stopped) past the line loses its commands (the model sees a
 command killed by SIGKILL) while its lease, lapsed, is anyone's: its writes are refused if
 another took its runs, and a renewal that still succeeded lets its runs go on.
