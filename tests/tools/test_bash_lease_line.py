@@ -17,7 +17,9 @@ import pytest
 import structlog
 
 from ns_pids import NS
+from subagents import AgentSpec, Runtime, ScriptedModel
 from subagents.runtime._lease_keeper import LeaseKeeper
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 from subagents.tools.context import ToolContext
 from subagents.tools.hooks import Hooks, run_hooks
@@ -141,3 +143,19 @@ def test_a_hook_under_way_dies_when_the_line_passes_unrenewed(repo: Path, line: 
         renewer.join()
     ran.join(WAIT)  # a hang guard: its own timeout (900 s) is far beyond
     assert not ran.is_alive()  # the hook was killed at the line
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_only_a_store_another_process_can_take_over_gets_a_line(
+    durable: bool, tmp_path: Path
+) -> None:
+    """A ``MemoryStore``'s runs are taken by no other process: a line could only kill the
+    commands of a host stopped (Ctrl-Z) or suspended that goes on, taken over by nobody."""
+    store = SQLiteStore(tmp_path / "runs.sqlite3") if durable else MemoryStore()
+    with Runtime(
+        [AgentSpec(name="a", description="a")], model=ScriptedModel({}), store=store
+    ) as rt:
+        given = rt._hosting.processes
+        assert given is not None
+        assert bool(given.lease_env) is durable
+    store.close()

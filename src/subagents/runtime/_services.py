@@ -50,6 +50,7 @@ from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.runtime._server_reach import check_nodes_reach
 from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite_wal import StopCheckpoints
 from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.core import SupervisorCore
@@ -405,10 +406,14 @@ class Services:
         (through ``self.fenced``) are refused once the lease is not held (``store.fencing``); if
         another process takes its runs over (the lease lapsed), the supervisor is also told
         to stop at its next renewal. Its commands are given its lease line
-        (``tools.lease_line``): they die before the lease can be taken, the host stalled."""
+        (``tools.lease_line``): they die before the lease can be taken, the host stalled. Not
+        on a ``MemoryStore``: no other process can take its runs (a sibling runtime of this
+        process is stalled with it), so a line could only kill commands of a host that was
+        suspended or stopped (Ctrl-Z) and goes on, which nobody could have taken over."""
         supervisor = self.supervisor
         assert supervisor is not None
-        line = LeaseLine() if self.processes is not None else None
+        takeable = not isinstance(store, MemoryStore)
+        line = LeaseLine() if self.processes is not None and takeable else None
         try:
             self.lease = LeaseKeeper(
                 store,
