@@ -9,6 +9,7 @@ tests/cli/test_cli_lease_line.py."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,3 +160,26 @@ def test_only_a_store_another_process_can_take_over_gets_a_line(
         assert given is not None
         assert bool(given.lease_env) is durable
     store.close()
+
+
+def test_a_line_that_cannot_be_written_stops_no_renewal(tmp_path: Path) -> None:
+    line = LeaseLine(str(tmp_path))
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    keeper = LeaseKeeper(store, "me", 0.3, on_lost=lambda _: None, line=line)
+    writable = line._fd
+    line._fd = os.open(line.path, os.O_RDONLY)  # its writes fail (EBADF): a full disk's
+    try:
+        (first,) = store.leases()
+
+        def renewed() -> bool:
+            (lease,) = store.leases()
+            return lease.renewed_at > first.renewed_at + 0.6
+
+        wait_until(renewed, what="renewals after a line not written")
+        assert keeper.thread.is_alive()
+    finally:
+        assert writable is not None and line._fd is not None
+        os.close(line._fd)
+        line._fd = writable
+        keeper.close()
+        store.close()

@@ -88,8 +88,15 @@ class LeaseKeeper:
                 self._publish(before)
 
     def _publish(self, before: float) -> None:
-        if self.line is not None:
+        """The line of a renewal; a line that cannot be written (a full disk under a
+        copy-on-write file system) keeps the earlier one (the commands die early), never
+        the renewals: an exception here would end this thread, and the lease with it."""
+        if self.line is None:
+            return
+        try:
             self.line.publish(deadline(self.lease_s, before))
+        except OSError as exc:
+            log.warning("lease line not published", owner=self.owner, error=str(exc))
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop renewing and delete the lease (its runs have ended or been cancelled)."""
