@@ -449,6 +449,7 @@ class ToolCalls:
             log=self.port.log,
             sandbox=self.sandbox,
             temp_dir=self.temp_dir(),
+            lease_env=self.env.processes.lease_env,
         )
 
     def spawn_arguments(

@@ -12,6 +12,10 @@ The lease's epoch (a number the store gives each taking of a lease) is the runti
 ``fence``: every write transaction of its supervisor checks it first (``store.fencing``), so a
 host that wakes after its runs were taken over writes nothing, whichever of its threads
 notices first.
+
+The keeper also publishes its lease line (``tools.lease_line``): a deadline, earlier than any
+takeover, past which every process its runs started is killed by its own reaper, so that a
+host stalled past its lease leaves no command acting in a workspace another runtime took.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from subagents.logs import get_logger
 from subagents.store.base import RunStore
 from subagents.store.fencing import Fence
 from subagents.store.leases import lease_for
+from subagents.tools.lease_line import LeaseLine, clock, deadline
 
 log = get_logger("subagents.leases")
 
@@ -41,6 +46,7 @@ class LeaseKeeper:
         lease_s: float,
         *,
         on_lost: Callable[[str], object],
+        line: LeaseLine | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -48,15 +54,20 @@ class LeaseKeeper:
         self.started_at = time.time()
         self._on_lost = on_lost
         self._stop = threading.Event()
+        self.line = line
+        """Where the deadline of this runtime's commands is published (None: not)."""
+        before = clock()
         epoch = store.acquire_lease(lease_for(owner, lease_s, started_at=self.started_at))
         self.fence = Fence(owner, epoch)
         """What this runtime's writes are fenced with."""
+        self._publish(before)
         self.thread = threading.Thread(target=self._loop, name="subagents-lease", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
         every = self.lease_s / 3
         while not self._stop.wait(every):
+            before = clock()  # before ``lease_for``: the line is earlier than the lease
             lease = msgspec.structs.replace(
                 lease_for(self.owner, self.lease_s, started_at=self.started_at),
                 epoch=self.fence.epoch,
@@ -73,6 +84,19 @@ class LeaseKeeper:
                 )
                 self._on_lost(reason)
                 return
+            if held:
+                self._publish(before)
+
+    def _publish(self, before: float) -> None:
+        """The line of a renewal; a line that cannot be written (a full disk under a
+        copy-on-write file system) keeps the earlier one (the commands die early), never
+        the renewals: an exception here would end this thread, and the lease with it."""
+        if self.line is None:
+            return
+        try:
+            self.line.publish(deadline(self.lease_s, before))
+        except OSError as exc:
+            log.warning("lease line not published", owner=self.owner, error=str(exc))
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop renewing and delete the lease (its runs have ended or been cancelled)."""
@@ -81,3 +105,5 @@ class LeaseKeeper:
             self.thread.join(timeout)
         with contextlib.suppress(Exception):  # a closed or broken store: the lease lapses
             self.store.release_lease(self.owner, self.fence.epoch)  # not a later taking's
+        if self.line is not None:
+            self.line.close()

@@ -50,10 +50,12 @@ from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.runtime._server_reach import check_nodes_reach
 from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite_wal import StopCheckpoints
 from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
+from subagents.tools.lease_line import LeaseLine
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.shell_limits import ShellLimits
 
@@ -403,15 +405,29 @@ class Services:
         """Write this runtime's lease and keep it alive; from now on the supervisor's writes
         (through ``self.fenced``) are refused once the lease is not held (``store.fencing``); if
         another process takes its runs over (the lease lapsed), the supervisor is also told
-        to stop at its next renewal."""
+        to stop at its next renewal. Its commands are given its lease line
+        (``tools.lease_line``): they die before the lease can be taken, the host stalled. Not
+        on a ``MemoryStore``: no other process can take its runs (a sibling runtime of this
+        process is stalled with it), so a line could only kill commands of a host that was
+        suspended or stopped (Ctrl-Z) and goes on, which nobody could have taken over."""
         supervisor = self.supervisor
         assert supervisor is not None
-        self.lease = LeaseKeeper(
-            store,
-            owner,
-            lease_s,
-            on_lost=lambda reason: supervisor.tell(LeaseLost(reason=reason)),
-        )
+        takeable = not isinstance(store, MemoryStore)
+        line = LeaseLine() if self.processes is not None and takeable else None
+        try:
+            self.lease = LeaseKeeper(
+                store,
+                owner,
+                lease_s,
+                on_lost=lambda reason: supervisor.tell(LeaseLost(reason=reason)),
+                line=line,
+            )
+        except BaseException:
+            if line is not None:
+                line.close()
+            raise
+        if self.processes is not None and line is not None:  # published: commands may hold it
+            self.processes.lease_env = line.environment
         assert self.fenced is not None
         self.fenced.fence = self.lease.fence
 

@@ -165,17 +165,19 @@ def run_hooks(
     log: Any,
     sandbox: RunSandbox | None = None,
     temp_dir: Path | None = None,
+    lease_env: Mapping[str, str] | None = None,
 ) -> HookOutcome:
     """Run the hooks of ``event`` that match ``tool`` in order; the first block wins. Each
     runs in the run's ``sandbox`` (``tools.sandbox``: Landlock, the scrubbed environment),
     with ``temp_dir`` (the run's own) writable; a sandbox that refuses to start a process
-    (a read-only run on a kernel without Landlock) makes the hook fail, logged."""
+    (a read-only run on a kernel without Landlock) makes the hook fail, logged. ``lease_env``:
+    the runtime's lease line (``tools.lease_line``), which its reaper kills it by."""
     commands = hooks.commands(event, tool)
     body = json.dumps({**payload, "hook_event_name": event, "cwd": str(cwd)})
     if sandbox is None:
         sandbox = UNSANDBOXED.for_run(workspace=cwd, read_only=False, network=True)
     for i, hook in enumerate(commands):
-        code, out, err = _run(hook, body, cwd, cancel, sandbox, temp_dir or cwd)
+        code, out, err = _run(hook, body, cwd, cancel, sandbox, temp_dir or cwd, lease_env)
         if code == BLOCK_EXIT:
             reason = err.strip() or out.strip() or f"blocked by the {event} hook {hook.command!r}"
             return HookOutcome(True, reason, i + 1)
@@ -218,6 +220,7 @@ def _run(
     cancel: CancelSignal,
     sandbox: RunSandbox,
     temp_dir: Path,
+    lease_env: Mapping[str, str] | None = None,
 ) -> tuple[int, str, str]:
     """Run one hook's command, held by the reaper (``tools/held.py``): at its end, its
     timeout or the run's stop, everything it started is killed, daemons included."""
@@ -231,6 +234,7 @@ def _run(
         return -1, "", f"not run: {exc}"
     env = sandbox.environment(temp_dir)
     env["CLAUDE_PROJECT_DIR"] = str(cwd)
+    env.update(lease_env or {})
     stdin, feed = os.pipe()
     try:
         proc = subprocess.Popen(

@@ -29,8 +29,7 @@ closes (``kill_all``). Output goes through a pipe to a file, copied by a thread 
 and the file keeps ``OUTPUT_CAP`` bytes at most: past it the pipe is closed, so the command's
 next write gets SIGPIPE (as under ``| head``) and a ``yes`` cannot fill the disk. Only the
 head of a command's output is ever shown to the model (``output_files.read_output``), so
-nothing is lost to it.
-"""
+nothing is lost to it."""
 
 from __future__ import annotations
 
@@ -129,6 +128,7 @@ class ProcessGroups:
         self._leftovers: dict[str, list[Process]] = {}
         """By run: forgotten processes never reaped (a background shell that ended, read by
         BashOutput; its reaper holds its daemons): what they left dies with the run."""
+        self.lease_env: dict[str, str] = {}  # the lease line's name (``tools.lease_line``)
         self.shells = ShellSlots(shell_limits or ShellLimits())
         """The background shells holding a slot: how many a run, and all, may hold."""
 
@@ -229,7 +229,7 @@ class ProcessGroups:
             popen = subprocess.Popen(
                 argv,
                 cwd=cwd,
-                env=environment,
+                env=environment | self.lease_env,
                 stdin=subprocess.DEVNULL,
                 stdout=pipe,
                 stderr=subprocess.STDOUT,

@@ -29,7 +29,8 @@ SIGTERM (KillShell, the run's end, the runtime's close). The shell leads a proce
 its own (as without the reaper); a SIGTERM (SIGINT, SIGHUP) to this process is passed on to
 that group, which gets ``GRACE_S`` to end; then all is killed. The runtime's end, however
 it ended (SIGKILL included), is such a stop too (``_hold_lifeline``): nothing of a command
-outlives the runtime that started it.
+outlives the runtime that started it. Its host's lease line passing unrenewed (the host
+stalled past its lease: ``tools.lease_line``) kills all at once, without the shell's grace.
 
 What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code, ``-SIG``
 when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
@@ -88,6 +89,13 @@ LIFELINE = signal.SIGIO
 gone (``_hold_lifeline``)."""
 WATCHED = STOPS | {signal.SIGCHLD, LIFELINE}
 FAILED_EXIT = 125
+LEASE_VARIABLE = "SUBAGENTS_LEASE_LINE"
+"""Names the host's lease line (``tools.lease_line``): this process kills all its command
+started when the deadline there passes (``lease_left``); taken out of the command's
+environment."""
+LEASE_CLOCK: int = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+_lease = -1
+"""The lease line, opened by ``hold_lease`` (before the sandbox restricts this process)."""
 
 
 def prepare() -> int:
@@ -97,6 +105,7 @@ def prepare() -> int:
     the same, and ``reaped`` is never said (the runtime falls back to the mark). Before the
     sandbox restricts this process: Landlock may then forbid reading ``/proc``; a file
     opened before stays readable."""
+    hold_lease()
     if _prctl(PR_SET_CHILD_SUBREAPER, 1) != 0:
         return -1
     try:  # one thread (no library here starts one): the parent of every child and orphan
@@ -305,8 +314,10 @@ def _supervise(shell: int, status_fd: int, linger: bool) -> int:
         if code is not None and (until is not None or not linger):
             return code
         wait = None if until is None else until - time.monotonic()
-        if wait is not None and wait <= 0:
+        left = lease_left()  # the host's lease may lapse: all dies before (``lease_line``)
+        if (wait is not None and wait <= 0) or (left is not None and left <= 0):
             return -signal.SIGKILL if code is None else code
+        wait = left if wait is None else wait if left is None else min(wait, left)
         info = signal.sigwaitinfo(WATCHED) if wait is None else signal.sigtimedwait(WATCHED, wait)
         if info is None or (info.si_signo == LIFELINE and not _orphaned(status_fd)):
             continue
@@ -321,6 +332,31 @@ def _supervise(shell: int, status_fd: int, linger: bool) -> int:
             _report(status_fd, f"exit {code}")
         if none_left and code is not None:
             return code
+
+
+def hold_lease() -> None:
+    """Open the host's lease line, if its environment names one (taken out: not the
+    command's), before the sandbox restricts this process; an ``OSError`` when it cannot
+    be opened (nothing starts)."""
+    global _lease
+    if line := os.environ.pop(LEASE_VARIABLE, None):
+        _lease = os.open(line, os.O_RDONLY | os.O_CLOEXEC)
+
+
+def lease_left() -> float | None:
+    """Seconds until the host's lease line (``tools.lease_line``), read again now; None
+    without one (a host with no lease)."""
+    if _lease < 0:
+        return None
+    at = _deadline()
+    return 0.01 if at is None else at - time.clock_gettime(LEASE_CLOCK)  # torn: again
+
+
+def _deadline() -> float | None:
+    """The line's deadline; None when it was read during a write (its halves differ)."""
+    data = os.pread(_lease, 16, 0)
+    whole = len(data) == 16 and data[:8] == data[8:]
+    return int.from_bytes(data[:8], "little") / 1e9 if whole else None
 
 
 def _forward(shell: int, signo: int) -> None:

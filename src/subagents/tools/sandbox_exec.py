@@ -476,6 +476,7 @@ def _hold(reaper: ModuleType | None, status_fd: int | None, detached: bool, init
     entered), as its init (``reaper_ns.become_init``), which needs no list."""
     if reaper is None or status_fd is None:
         return -1
+    reaper.hold_lease()  # its line (``tools.lease_line``), before Landlock
     if init:
         sibling("reaper_ns").become_init(_libc(), status_fd, detached=detached)
         return -1

@@ -1,0 +1,87 @@
+"""The lease line: the deadline by which every process a host's runs started must be dead
+unless its lease was renewed, published for their reapers.
+
+Why: a host stalled past its lease (SIGSTOP, a swapped-out VM) has its runs taken over by
+another runtime (``subagents resume``), which goes on in the same workspace. The store
+refuses the stalled host's writes (``store.fencing``), but a Bash command of its runs is a
+process of its own, held by a reaper that is not stopped with the host: it went on acting on
+the workspace until the host woke, found itself fenced and killed it. Two holders then acted
+on one workspace. The host cannot help (it is stopped), so each reaper must know, by itself,
+when its host's lease may be gone.
+
+How: the lease keeper, before each renewal's write, reads ``CLOCK_BOOTTIME`` (one clock for
+every process of a kernel boot, never stepped, and the clock a lease's ``expires_boot`` is
+on: ``store.leases``), and once the renewal succeeded publishes that reading plus the lease
+minus a margin (``deadline``): earlier than any moment another process can find the lease
+lapsed. Each reaper reads the line again whenever it wakes, sleeps no later than the deadline
+it read, and kills all its command started when the deadline passes without a renewal
+(``reaper.lease_left``). A renewal that fails publishes nothing: the commands die a margin
+before the lease itself would lapse.
+
+The line is one small file (``0600``, removed at close) rewritten in place, not by rename: a
+sandboxed reaper opened it before Landlock restricted it, and may open nothing after. Its
+16 bytes are the deadline in nanoseconds twice; a reader that finds the halves differ (it
+read during a write) reads again (``reaper._deadline``). Its name reaches a reaper in its
+environment (``reaper.LEASE_VARIABLE``), taken out before its command starts.
+
+Bash commands, background shells and hooks' commands get the line (``ProcessGroups.lease_env``);
+stdio MCP servers do not: a server acts when asked, and a stalled host asks nothing.
+
+A host that was only slow (not stopped) past the line loses its commands (the model sees a
+command killed by SIGKILL) while its lease, lapsed, is anyone's: its writes are refused if
+another took its runs, and a renewal that still succeeded lets its runs go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+import time
+
+from subagents.tools import reaper
+
+MARGIN_S = 1.0
+"""At most this much before the lease's own lapse the commands die (a quarter of the lease
+when it is shorter): the time a reaper has to wake and kill before anyone may take over."""
+
+
+def deadline(lease_s: float, before: float) -> float:
+    """The line for a renewal whose write began after ``before`` (a ``clock()`` reading)."""
+    return before + lease_s - min(lease_s / 4, MARGIN_S)
+
+
+def clock() -> float:
+    """Seconds on the clock the reapers read (``reaper.lease_clock``)."""
+    return time.clock_gettime(reaper.LEASE_CLOCK)
+
+
+class LeaseLine:
+    """The file a runtime publishes its lease line in, for its commands' reapers."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="subagents-lease-", dir=directory)
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What a command's environment carries for its reaper to find the line."""
+        return {reaper.LEASE_VARIABLE: self.path}
+
+    def publish(self, at: float) -> None:
+        """Say the deadline ``at`` (a ``clock()`` reading); nothing once closed."""
+        half = round(at * 1e9).to_bytes(8, "little")
+        with self._lock:
+            if self._fd is not None:
+                os.pwrite(self._fd, half + half, 0)
+
+    def close(self) -> None:
+        """Remove the line (every command of the runtime has been killed by now)."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)

@@ -1,0 +1,185 @@
+"""The lease line (tools/lease_line.py): a command's reaper (a Bash command's, a hook's) kills
+all its command started once its host's published deadline passes without a renewal, by
+itself (the host may be stopped); a line renewed keeps it; a line read during a write is
+read again, never taken for a deadline; the lease keeper's line is earlier than its lease's
+lapse.
+
+The runtime's end to end case (a host SIGSTOPped past its lease) is
+tests/cli/test_cli_lease_line.py."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from ns_pids import NS
+from subagents import AgentSpec, Runtime, ScriptedModel
+from subagents.runtime._lease_keeper import LeaseKeeper
+from subagents.store.memory import MemoryStore
+from subagents.store.sqlite import SQLiteStore
+from subagents.tools.context import ToolContext
+from subagents.tools.hooks import Hooks, run_hooks
+from subagents.tools.lease_line import LeaseLine, clock
+from subagents.tools.processes import ProcessGroups
+
+from .conftest import WAIT, wait_until
+from .test_bash_escapes import alive, pid_in
+from .test_bash_reaper import hidden
+from .test_sandbox import landlock, sandboxed
+
+LOG = structlog.get_logger("test")
+LEAD_S = 3.0
+"""How far ahead the test's renewals put the line (a starved test thread is not a lapse)."""
+
+
+@pytest.fixture
+def line(tmp_path: Path, processes: ProcessGroups) -> Iterator[LeaseLine]:
+    held = LeaseLine(str(tmp_path))
+    held.publish(clock() + 3600)
+    processes.lease_env = held.environment
+    yield held
+    held.close()
+
+
+def _renewing(line: LeaseLine) -> tuple[threading.Event, threading.Thread]:
+    """A thread that renews ``line`` (``LEAD_S`` ahead) until the event is set."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(0.1):
+            line.publish(clock() + LEAD_S)
+
+    thread = threading.Thread(target=renew, daemon=True)
+    thread.start()
+    return stop, thread
+
+
+@pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=landlock)])
+def test_a_background_shells_daemon_dies_when_the_line_passes_unrenewed(
+    sandbox: bool, context: ToolContext, repo: Path, processes: ProcessGroups, line: LeaseLine
+) -> None:
+    ctx = sandboxed(repo, processes, read_only=False) if sandbox else context
+    pidfile = repo / "pid"
+    line.publish(clock() + LEAD_S)
+    stop, thread = _renewing(line)
+    try:
+        process = processes.start(
+            hidden(pidfile), cwd=repo, run_id="r1", sandbox=ctx.sandbox, background=True
+        )
+        daemon = pid_in(pidfile)
+        assert alive(daemon)  # held while the line is renewed
+    finally:
+        stop.set()
+        thread.join()
+    wait_until(lambda: not alive(daemon), what="the daemon killed at the line")
+    assert process in processes.of_run("r1")  # by its reaper, not by the runtime
+
+
+def test_a_line_read_during_a_write_is_read_again(
+    repo: Path, processes: ProcessGroups, line: LeaseLine
+) -> None:
+    with open(line.path, "r+b") as f:  # half of 0 (long past), half of a far future
+        f.write(bytes(8) + round((clock() + 3600) * 1e9).to_bytes(8, "little"))
+    go, started = repo / "go", repo / "started"
+    command = f"echo $$ {NS} > {started}; while [ ! -e {go} ]; do sleep 0.05; done"
+    process = processes.start(command, cwd=repo, run_id="r1")
+    pid_in(started)
+    line.publish(clock() + 3600)
+    go.write_text("")
+    assert process.popen.wait(timeout=60) == 0  # not killed: the torn line was not a deadline
+
+
+def test_the_keepers_line_comes_before_its_lease_lapses(tmp_path: Path) -> None:
+    line = LeaseLine(str(tmp_path))
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    lost = threading.Event()
+    keeper = LeaseKeeper(store, "me", 0.3, on_lost=lambda _: lost.set(), line=line)
+    try:
+        with open(line.path, "rb") as f:
+            first = f.read()
+
+        def renewed() -> bool:
+            with open(line.path, "rb") as f:
+                return f.read() != first
+
+        wait_until(renewed, what="a renewal published")
+        with open(line.path, "rb") as f:
+            data = f.read()
+        (lease,) = store.leases()
+    finally:
+        keeper.close()
+        store.close()
+    assert data[:8] == data[8:]
+    published = int.from_bytes(data[:8], "little") / 1e9
+    assert lease.expires_boot > 0
+    # a quarter of the lease before its lapse on the boot clock, or earlier (taken before)
+    assert published <= lease.expires_boot - 0.3 / 4
+    assert not lost.is_set()
+    assert not Path(line.path).exists()  # removed with the lease
+
+
+def test_a_hook_under_way_dies_when_the_line_passes_unrenewed(repo: Path, line: LeaseLine) -> None:
+    started = repo / "started"
+    entry = {"hooks": [{"command": f"echo $$ > {started}; exec sleep 600", "timeout": 900}]}
+    hooks = Hooks.parse({"PreToolUse": [entry]}, "test")
+    line.publish(clock() + LEAD_S)
+    stop, renewer = _renewing(line)
+    ran = threading.Thread(
+        target=run_hooks,
+        args=(hooks, "PreToolUse", {}),
+        kwargs={"tool": "Bash", "cwd": repo, "cancel": threading.Event(), "log": LOG,
+                "temp_dir": repo, "lease_env": line.environment},
+        daemon=True,
+    )  # fmt: skip
+    ran.start()
+    try:
+        wait_until(lambda: started.exists() and started.read_text().strip() != "", what="hook")
+    finally:
+        stop.set()
+        renewer.join()
+    ran.join(WAIT)  # a hang guard: its own timeout (900 s) is far beyond
+    assert not ran.is_alive()  # the hook was killed at the line
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_only_a_store_another_process_can_take_over_gets_a_line(
+    durable: bool, tmp_path: Path
+) -> None:
+    """A ``MemoryStore``'s runs are taken by no other process: a line could only kill the
+    commands of a host stopped (Ctrl-Z) or suspended that goes on, taken over by nobody."""
+    store = SQLiteStore(tmp_path / "runs.sqlite3") if durable else MemoryStore()
+    with Runtime(
+        [AgentSpec(name="a", description="a")], model=ScriptedModel({}), store=store
+    ) as rt:
+        given = rt._hosting.processes
+        assert given is not None
+        assert bool(given.lease_env) is durable
+    store.close()
+
+
+def test_a_line_that_cannot_be_written_stops_no_renewal(tmp_path: Path) -> None:
+    line = LeaseLine(str(tmp_path))
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    keeper = LeaseKeeper(store, "me", 0.3, on_lost=lambda _: None, line=line)
+    writable = line._fd
+    line._fd = os.open(line.path, os.O_RDONLY)  # its writes fail (EBADF): a full disk's
+    try:
+        (first,) = store.leases()
+
+        def renewed() -> bool:
+            (lease,) = store.leases()
+            return lease.renewed_at > first.renewed_at + 0.6
+
+        wait_until(renewed, what="renewals after a line not written")
+        assert keeper.thread.is_alive()
+    finally:
+        assert writable is not None and line._fd is not None
+        os.close(line._fd)
+        line._fd = writable
+        keeper.close()
+        store.close()
