@@ -1,8 +1,9 @@
 """An outsider's attack on the lease: the host of a run is stalled (SIGSTOP) while an
 approved Bash command of that run is under way, past its lease; `subagents resume` takes
 the run up. The resumed run must not run the command again (the model is told its effects
-are unknown); the stalled host, let go on, finds itself fenced, and its command is killed
-without reaching its end; nothing is recorded twice. (SQLite: the lease and the fence are
+are unknown); the stalled host's command is killed by its own launcher at the host's lease
+line, before the takeover, the host still stopped; the host, let go on, finds itself fenced;
+nothing is recorded twice. (SQLite: the lease and the fence are
 the runtime's; tests/cli/test_cli_approvals.py has the stalled host with an ask pending.)"""
 
 from __future__ import annotations
@@ -129,9 +130,9 @@ def test_a_stalled_hosts_command_is_not_run_again_and_dies_with_its_fenced_host(
         code, out, err = finish(resumed)
         assert code == 0, err
         assert run_id in msgspec.json.decode(out)["resumed"], out
-        # (what does not hold, docs/tools.md: the command still runs here, while the run
-        # it belonged to has ended under the resuming host; it is killed only once its own
-        # host wakes fenced, or dies)
+        # its launcher killed it at the host's lease line, the host still stopped
+        # (tools/lease_line.py: before session 27's e-lease27 it ran on until its host woke)
+        wait_until(lambda: _gone(command), "its command killed, its host stopped", DEADLINE_S)
     finally:
         os.kill(host, signal.SIGCONT)
     wait_until(lambda: _gone(host), "the stalled host fenced and gone", DEADLINE_S, pace=0.05)
