@@ -42,6 +42,7 @@ from subagents.tools.hooks import Event, HookOutcome, Hooks, run_hooks
 from subagents.tools.modes import Mode
 from subagents.tools.permissions import Decision, PermissionPolicy, bash_reads_only, lists
 from subagents.tools.rules import Rule, RuleError, call_target
+from subagents.tools.run_starts import RunAttempt
 from subagents.tools.sandbox import RunSandbox
 
 
@@ -131,6 +132,8 @@ class ToolCalls:
         # a bad ``network``: set-up fails (``_network_for``'s answer, without its frame)
         self._network = network_of(env, spec, record.ceiling, self.policy.mode)
         self._sandbox: RunSandbox | None = None
+        self.attempt = RunAttempt(record.run_id)
+        """This start of the run, as its processes know it: ended (for good) by ``close``."""
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
@@ -238,6 +241,7 @@ class ToolCalls:
             session=self.session,
             tool_use_id=use_id,
             sandbox=self.sandbox,
+            attempt=self.attempt,
         )
 
     def execute(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
@@ -486,7 +490,7 @@ class ToolCalls:
 
     def temp_dir(self) -> Path:
         """The run's own temporary directory (its processes' TMPDIR, writable in its sandbox)."""
-        return self.env.processes.run_dir(self.port.record.run_id)
+        return self.env.processes.run_dir(self.attempt.key)
 
     def _payload(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -497,8 +501,9 @@ class ToolCalls:
         }
 
     def close(self) -> None:
-        """The run ended: kill every process it left (background shells)."""
-        killed = self.env.processes.kill_run(self.port.record.run_id)
+        """This start of the run ended (stopped, or by itself): kill every process it left
+        (background shells), and refuse every start of it after (a tool call still going)."""
+        killed = self.env.processes.end_attempt(self.attempt)
         if killed:
             self.port.log.info("killed the run's processes", count=killed)
 

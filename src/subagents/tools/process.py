@@ -43,7 +43,7 @@ class Process:
     """Set when its output is all in the file (the pipe's writers gone, or the cap reached)."""
     since: int = 0
     """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
-    its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
+    its descendants, started at or after it (``strays.kill_strays`` looks at no older process)."""
     status_fd: int = -1
     """The read end of the reaper's status pipe (-1: no reaper, or read to its end)."""
     said: bytes = b""

@@ -35,7 +35,7 @@ What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code,
 when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
 nothing it started runs; this process then ends as its shell did (the same code or signal).
 A launcher that ends without ``reaped`` was killed itself: the runtime then falls back to the
-environment mark (``processes._kill_strays``). With ``--detach`` this process first forks and
+environment mark (``strays.kill_strays``). With ``--detach`` this process first forks and
 its first process ends (``detach``: not the runtime's child, out of reach of a kill of the
 runtime's children), and ``pid N`` comes before all (``tools.detached``). The command may not
 signal this process (``scope_signals``: a Landlock scope, ABI 6).

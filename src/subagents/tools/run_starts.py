@@ -11,10 +11,20 @@ stop (``ProcessGroups.start``'s ``cancel``, set before the end begins). The end'
 refusal lasts only while it is under way: a run restarted afterwards (its next attempt, the
 same id, a cancel of its own) starts commands again. Not thread-safe by itself:
 ``ProcessGroups`` calls it under its lock and waits on its condition.
+
+``RunAttempt``: one start of a run, whose processes are its own (session 27). Keyed by the
+run's id, a restarted run's two attempts shared them: the earlier attempt's end runs on its
+own actor's thread while the next attempt starts, and it refused (``RunEnding``) or killed
+the next one's commands, and removed its directory. And a run that ended by itself (no stop:
+its cancel unset) let a tool call still going start a shell after its end had listed and
+killed the run's. Now each attempt lists its processes under a key of its own, and its end
+(``ProcessGroups.end_attempt``) ends it for good: whatever ended the run, a later start of
+the attempt is refused.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from subagents.tools.errors import ToolError
@@ -22,6 +32,27 @@ from subagents.tools.errors import ToolError
 
 class RunEnding(ToolError):
     """A command refused: its run's end is under way (its processes being killed)."""
+
+
+_ATTEMPTS = itertools.count(1)
+"""Numbers the attempts of this process (``next`` on it is atomic: no lock)."""
+
+
+class RunAttempt:
+    """One start of a run, as its processes know it: ``key`` lists them apart from another
+    attempt's (unique in this process; the run's id first, for the reader), and ``ended`` is
+    set by the attempt's end (``ProcessGroups.end_attempt``, under its lock), for good: no
+    command of the attempt starts after."""
+
+    __slots__ = ("ended", "key", "run_id")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.key = f"{run_id}#{next(_ATTEMPTS)}"
+        self.ended = False
+
+    def __repr__(self) -> str:
+        return f"RunAttempt({self.key!r}, ended={self.ended})"
 
 
 class RunStarts:
