@@ -23,7 +23,7 @@ def test_a_process_older_than_the_command_is_not_read() -> None:
         env={**os.environ, strays.TREE_COOKIE: cookie},
     )
     try:
-        started = strays.started(str(older.pid))
+        started = strays.start_time(str(older.pid))
         assert started > 0
         strays.kill_strays(cookie, started + 1)  # the command started after it
         assert _alive(older), "a process older than the command was killed"
@@ -38,7 +38,7 @@ def test_a_command_records_when_it_started(tmp_path: Path) -> None:
     groups = processes.ProcessGroups()
     try:
         process = groups.start("sleep 30", cwd=tmp_path, run_id="r")
-        reaper = strays.started(str(process.reaper_pid))  # (its launcher's first, or it)
+        reaper = strays.start_time(str(process.reaper_pid))  # (its launcher's first, or it)
         assert 0 < process.since <= reaper, (process.since, reaper)
     finally:
         groups.kill_all()

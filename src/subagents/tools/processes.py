@@ -56,7 +56,7 @@ from subagents.tools.process import Process
 from subagents.tools.run_starts import RunAttempt, RunEnding, RunStarts
 from subagents.tools.sandbox import RUN_DIR, SCRATCH, RunSandbox
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
-from subagents.tools.strays import TREE_COOKIE, kill_strays, started
+from subagents.tools.strays import TREE_COOKIE, kill_strays, start_time
 
 KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
@@ -245,7 +245,7 @@ class ProcessGroups:
         finally:
             _close(pipe, told)
         started = Process(proc_id, command, run_id, popen, output, cookie=cookie, status_fd=status)
-        process = _holding(started, detach, source, fd)
+        process = self._held(started, detach, source, fd)
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
@@ -255,6 +255,32 @@ class ProcessGroups:
         if closed:  # closed while it started: it must not outlive the runtime
             self.kill(process, "runtime closed")
         return process
+
+    def _held(self, started: Process, detach: bool, source: int, fd: int) -> Process:
+        """``_holding``: detached, up to ``DETACH_WAIT_S``, unless the run's end cuts its
+        launcher first (``kill_run``)."""
+        launcher = self._launching(started.run_id, started.popen, started.cookie) if detach else -1
+        try:
+            return _holding(started, detach, source, fd)
+        finally:
+            if launcher >= 0:
+                with self._lock:
+                    self._starts.launched(launcher)
+                os.close(launcher)
+
+    def _launching(self, run_id: str, popen: subprocess.Popen[bytes], cookie: str) -> int:
+        """A pidfd of ``popen``, a launcher about to detach its reaper, listed for its run's
+        end to cut (``kill_run``); -1 when none can be opened (EMFILE: its start is then
+        waited for, bounded by ``DETACH_WAIT_S``). Opened before it is waited for: the pid
+        is still our child's, so the pidfd names it, and never another process after."""
+        try:
+            launcher = os.pidfd_open(popen.pid)
+        except OSError:
+            return -1
+        since = start_time(str(popen.pid))
+        with self._lock:
+            self._starts.launching(launcher, run_id, cookie, since)
+        return launcher
 
     def wait(
         self,
@@ -360,10 +386,17 @@ class ProcessGroups:
 
     def kill_run(self, run_id: str, reason: str = "run ended") -> int:
         """Kill every process ``run_id`` still has; how many were running. No command of the
-        run starts meanwhile (``RunStarts``), and those starting are waited for, then killed."""
+        run starts meanwhile (``RunStarts``), and those starting are waited for, then killed;
+        a detached launcher still starting is killed first (``RunStarts.cut``), so that a stop
+        never waits on one stopped or stuck (``DETACH_WAIT_S``: a cluster's node host held a
+        run's stop up to ~70 s so)."""
         with self._lock:
             self._starts.end(run_id)
-            while self._starts.starting(run_id):  # each bounded: a Popen, DETACH_WAIT_S
+            marks = self._starts.cut(run_id)  # launchers still detaching: a stop waits on none
+        for cookie, since in marks:  # a reaper one forked, stuck before it said its pid
+            kill_strays(cookie, since)
+        with self._lock:
+            while self._starts.starting(run_id):  # each bounded: a Popen, a cut launcher's end
                 self._listed.wait()
         try:
             return self._kill_run(run_id, reason)
@@ -427,7 +460,7 @@ def _holding(process: Process, detach: bool, *spare: int) -> Process:
     its stat is still there), its reaper held when detached, its status pipe non-blocking.
     When it cannot be held (no pidfd: EMFILE), ``spare`` and the status pipe are closed (the
     reaper's lifeline: it stops its command) and the output file removed, and it raises."""
-    process.since = started(str(process.popen.pid))
+    process.since = start_time(str(process.popen.pid))
     if detach:
         try:
             process.detached, process.said = _detached(process)

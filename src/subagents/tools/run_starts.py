@@ -24,7 +24,9 @@ the attempt is refused.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import signal
 from collections import Counter
 
 from subagents.tools.errors import ToolError
@@ -62,6 +64,9 @@ class RunStarts:
     def __init__(self) -> None:
         self._starting: Counter[str] = Counter()
         self._ending: Counter[str] = Counter()
+        self._launchers: dict[int, tuple[str, str, int]] = {}
+        """A detached launcher still starting (its pidfd) -> its run, its command's mark and
+        when it started (``strays.kill_strays``'s)."""
 
     def begin(self, run_id: str) -> None:
         """A command of ``run_id`` starts; ``RunEnding`` when the run's end is under way."""
@@ -89,3 +94,25 @@ class RunStarts:
         self._ending[run_id] -= 1
         if self._ending[run_id] <= 0:
             del self._ending[run_id]
+
+    def launching(self, pidfd: int, run_id: str, cookie: str, since: int) -> None:
+        """A launcher of ``run_id`` (``pidfd``: open until ``launched``) detaches its reaper."""
+        self._launchers[pidfd] = (run_id, cookie, since)
+
+    def launched(self, pidfd: int) -> None:
+        """It has detached, or failed to (the caller closes ``pidfd`` after)."""
+        del self._launchers[pidfd]
+
+    def cut(self, run_id: str) -> list[tuple[str, int]]:
+        """SIGKILL every launcher of ``run_id`` still detaching (by its pidfd: the process
+        itself, never a pid another took); the marks of their commands (cookie, since), by
+        which a reaper one had forked already is found. Why: a launcher stopped (``kill
+        -STOP``, a frozen cgroup) or stuck is waited for up to ``DETACH_WAIT_S``, and a run's
+        end waited on it so; cut, its start ends at once (its reaper, if any, cut off)."""
+        marks = []
+        for pidfd, (run, cookie, since) in self._launchers.items():
+            if run == run_id:
+                with contextlib.suppress(ProcessLookupError):  # it has ended already
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                marks.append((cookie, since))
+        return marks

@@ -40,7 +40,7 @@ def kill_strays(cookie: str, since: int = 0) -> None:
         found = [
             name
             for name in names
-            if name.isdigit() and started(name) >= since and mark in _environ(name)
+            if name.isdigit() and start_time(name) >= since and mark in _environ(name)
         ]
         if not found:
             return
@@ -69,7 +69,7 @@ def _kill_if_marked(pid: str, mark: bytes) -> None:
         os.close(pidfd)
 
 
-def started(pid: str) -> int:
+def start_time(pid: str) -> int:
     """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s 22nd field);
     -1 when it cannot be read (ended), so it is let be. Reading ``stat`` takes no lock on the
     process's memory, unlike ``environ``."""
