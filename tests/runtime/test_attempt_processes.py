@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import structlog
 
+from marked import marked, new_mark
 from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.behaviour.tools import SPAWN
@@ -35,26 +36,11 @@ from .conftest import requests_of, spec, tool_results
 WAIT = 30.0
 
 
-def _shells(marker: str) -> list[int]:
-    """Live processes whose command line holds ``marker`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
-
-
 def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
     tmp_path: Path,
 ) -> None:
     first_in, first_go, next_in, next_go, fail = (threading.Event() for _ in range(5))
+    m301, m302 = new_mark(), new_mark()  # (in the reapers' and the shells' command lines)
 
     entered: list[int] = []
 
@@ -88,8 +74,8 @@ def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
     model = ScriptedModel(
         {
             "lead": [
-                {"tool_calls": [spawn, bash("sleep 301"), {"name": "hold_first", "input": {}}]},
-                {"tool_calls": [bash("sleep 302"), {"name": "hold_next", "input": {}}]},
+                {"tool_calls": [spawn, bash(f"sleep {m301}"), {"name": "hold_first", "input": {}}]},
+                {"tool_calls": [bash(f"sleep {m302}"), {"name": "hold_next", "input": {}}]},
                 {"tool_calls": [{"name": "BashOutput", "input": {"bash_id": "bash_2"}}]},
                 {"tool_calls": [{"name": "KillShell", "input": {"shell_id": "bash_2"}}]},
                 "done",
@@ -112,18 +98,18 @@ def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
         ):  # fmt: skip
             lead = rt.spawn("lead", "work")
             assert first_in.wait(WAIT)  # the earlier start holds its shell, inside a call
-            assert _shells("sleep 301")  # (its reaper, and its shell until it execs)
+            assert marked(m301)  # (its reaper, and its shell until it execs)
             fail.set()  # its child fails: the lead is restarted at once
             assert next_in.wait(WAIT)  # the next start has its shell, inside a call
-            assert _shells("sleep 302")
+            assert marked(m302)
             first_go.set()  # the earlier start goes on to its end
 
             def ended() -> bool:
                 return any(e.get("event") == "killed the run's processes" for e in logs)
 
             wait_until(ended, "the earlier start's end killed its processes", WAIT)
-            assert _shells("sleep 301") == []  # its own shell went with it
-            assert _shells("sleep 302"), "the next start's shell was killed"
+            assert marked(m301) == []  # its own shell went with it
+            assert marked(m302), "the next start's shell was killed"
             next_go.set()
             assert lead.result(timeout=WAIT).status is RunStatus.COMPLETED
         asked = requests_of(model, "lead")
@@ -133,7 +119,7 @@ def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
         fail.set()
         first_go.set()
         next_go.set()
-    assert _shells("sleep 301") == [] and _shells("sleep 302") == []
+    assert marked(m301) == [] and marked(m302) == []
 
 
 def test_a_call_going_on_after_its_run_ended_by_itself_starts_no_shell(tmp_path: Path) -> None:
@@ -142,13 +128,14 @@ def test_a_call_going_on_after_its_run_ended_by_itself_starts_no_shell(tmp_path:
     start after the end had killed the run's shells, and its shell ran on until the runtime
     closed. The end ends its start for good (``RunAttempt``): the late start is refused."""
     kept: list[ToolContext] = []
+    m303, m304 = new_mark(), new_mark()
 
     def keep(ctx: ToolContext) -> str:
         """Keeps the call's context for later."""
         kept.append(ctx)
         return "kept"
 
-    start = {"name": "Bash", "input": {"command": "sleep 303", "run_in_background": True}}
+    start = {"name": "Bash", "input": {"command": f"sleep {m303}", "run_in_background": True}}
     model = ScriptedModel(
         {"lead": [{"tool_calls": [start, {"name": "keep", "input": {}}]}, "done"]}
     )
@@ -165,8 +152,8 @@ def test_a_call_going_on_after_its_run_ended_by_itself_starts_no_shell(tmp_path:
             return any(e.get("event") == "killed the run's processes" for e in logs)
 
         wait_until(ended, "the run's end killed its processes", WAIT)
-        assert _shells("sleep 303") == []
-        late = {"command": "sleep 304", "run_in_background": True}
+        assert marked(m303) == []
+        late = {"command": f"sleep {m304}", "run_in_background": True}
         with pytest.raises(RunEnding, match="has ended: no command may start"):
             builtin_tools()["Bash"].run(late, kept[0])
-        assert _shells("sleep 304") == [], "a shell started after its run's end"
+        assert marked(m304) == [], "a shell started after its run's end"
