@@ -52,7 +52,7 @@ from subagents.models.base import CancelSignal
 from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
-from subagents.tools.process import Process
+from subagents.tools.process import Process, stop_reaper
 from subagents.tools.run_starts import RunAttempt, RunEnding, RunStarts
 from subagents.tools.sandbox import RUN_DIR, SCRATCH, RunSandbox
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
@@ -314,16 +314,14 @@ class ProcessGroups:
             return Waited(code, "exited")  # the reaper ends as its shell did
 
     def kill(self, process: Process, reason: str) -> None:
-        """Kill all ``process`` started: SIGTERM to its group (the reaper, which gives the
-        shell a short grace, then kills everything it holds; and SIGCONT, as a command may
-        have stopped its reaper), SIGKILL if it did not end."""
+        """Kill all ``process`` started: ``stop_reaper`` (SIGTERM to the reaper, which gives
+        the shell a short grace, then kills everything it holds), then what it left if it
+        did not say all is gone (``_reap_left``: SIGKILL, and its mark's strays)."""
         if process.killed is None:
             process.killed = reason
-        if process.poll() is None:
-            process.signal_reaper(signal.SIGTERM)
-            process.signal_reaper(signal.SIGCONT)  # a reaper its command stopped
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S)
+        if process.poll() is None:  # (SIGKILL, if it did not end, again by ``_reap_left``)
+            grace = HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S
+            stop_reaper(process.signal_reaper, process.ended_within, grace, 0)
         self._reap_left(process)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(KILL_GRACE_S)
