@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from marked import kill_marked, marked, new_mark
 from subagents.tools import detached, processes
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.process import Process
@@ -168,4 +169,44 @@ def test_a_background_bash_call_of_a_stopped_run_is_refused_after_its_end(tmp_pa
             builtin_tools()["Bash"].run({"command": "sleep 300", "run_in_background": True}, ctx)
         assert groups.live_count() == 0
     finally:
+        groups.kill_all()
+
+
+def test_a_reaper_stuck_before_it_said_its_pid_is_cut_by_the_end(
+    tmp_path: Path, detaching: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher detached (its first process ended well), but what it forked stopped
+    before it said its pid, holding the status pipe: the start waits for it up to
+    ``DETACH_WAIT_S`` (here an hour). The run's end finds it by its command's mark (it is
+    not our child: no pidfd was ever taken of it) and kills it, and so returns; the start
+    ends with it. Here the launcher is a stand-in that forks such a process and exits 0."""
+    mark = new_mark()
+    launcher = tmp_path / "python"
+    launcher.write_text(f"#!/bin/sh\nsh -c 'kill -STOP $$; sleep {mark}' &\nexit 0\n")
+    launcher.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(launcher))
+    monkeypatch.setattr(processes, "DETACH_WAIT_S", 3600.0)
+    groups = ProcessGroups(scratch_root=tmp_path)
+    outcome: dict[str, Process | BaseException] = {}
+
+    def start() -> None:
+        try:
+            outcome["shell"] = groups.start("sleep 300", cwd=tmp_path, run_id="r1", background=True)
+        except BaseException as exc:
+            outcome["shell"] = exc
+
+    starter = threading.Thread(target=start, daemon=True)
+    ender = threading.Thread(target=groups.kill_run, args=("r1",), daemon=True)
+    try:
+        starter.start()
+        wait_until(lambda: bool(marked(mark)), what="the forked process, stopped")
+        ender.start()
+        ender.join(WAIT)
+        assert not ender.is_alive(), "the run's end waited on a reaper that never said its pid"
+        starter.join(WAIT)
+        assert not starter.is_alive(), "the start went on waiting for its reaper"
+        assert marked(mark) == [], "the stuck process is still there"
+        assert groups.live_count() == 0 and groups.of_run("r1") == []
+    finally:
+        kill_marked(mark)
         groups.kill_all()
