@@ -132,8 +132,7 @@ class ToolCalls:
         # a bad ``network``: set-up fails (``_network_for``'s answer, without its frame)
         self._network = network_of(env, spec, record.ceiling, self.policy.mode)
         self._sandbox: RunSandbox | None = None
-        self.attempt = RunAttempt(record.run_id)
-        """This start of the run, as its processes know it: ended (for good) by ``close``."""
+        self._attempt: RunAttempt | None = None
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
@@ -153,6 +152,15 @@ class ToolCalls:
                 self.env.permissions, ceiling, self.workspace.root
             )
         return self._requester
+
+    @property
+    def attempt(self) -> RunAttempt:
+        """This start of the run, as its processes know it: ended (for good) by ``close``.
+        Made when first used (a call's context, a hook's directory), on the actor's thread
+        as ``close`` is: a run that never starts a process has nothing to end."""
+        if self._attempt is None:
+            self._attempt = RunAttempt(self.port.record.run_id)
+        return self._attempt
 
     @property
     def session(self) -> RunSession:
@@ -503,7 +511,9 @@ class ToolCalls:
     def close(self) -> None:
         """This start of the run ended (stopped, or by itself): kill every process it left
         (background shells), and refuse every start of it after (a tool call still going)."""
-        killed = self.env.processes.end_attempt(self.attempt)
+        if self._attempt is None:  # no call, no hook: no process of it ever started
+            return
+        killed = self.env.processes.end_attempt(self._attempt)
         if killed:
             self.port.log.info("killed the run's processes", count=killed)
 
