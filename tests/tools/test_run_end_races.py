@@ -23,6 +23,7 @@ from subagents.tools.builtin import builtin_tools
 from subagents.tools.process import Process
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.run_starts import RunEnding
+from subagents.tools.strays import TREE_COOKIE
 
 from .conftest import WAIT, make_context, wait_until
 from .test_bash_detached import _stopped_children
@@ -92,9 +93,12 @@ def test_a_shell_still_starting_when_its_run_ends_is_cut_and_the_end_is_prompt(
     end kills the launcher (by its pidfd: ``RunStarts.cut``) and returns, the start ends with
     it, and nothing of the command is left. Before, the end waited for the start, bounded
     only by ``DETACH_WAIT_S`` (here an hour: only the cut can end it), so a node host's stop
-    took up to ~70 s. Another start of the run is refused while the end is under way."""
+    took up to ~70 s. The stopped launcher has cleared its command's mark (``TREE_COOKIE``)
+    from its environment: the end's kill by the mark (``strays.kill_strays``) cannot find
+    it, only the kill by its pidfd ends it (with the mark, the mark's kill alone passed)."""
     launcher = tmp_path / "python"
-    launcher.write_text(f'#!/bin/sh\nkill -STOP $$\nexec {sys.executable} "$@"\n')
+    unmarked = f"exec env -u {TREE_COOKIE} /bin/sh -c 'kill -STOP $$; exec {sys.executable} \"$@\"'"
+    launcher.write_text(f'#!/bin/sh\n{unmarked} sh "$@"\n')
     launcher.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(launcher))
     monkeypatch.setattr(processes, "DETACH_WAIT_S", 3600.0)
