@@ -155,9 +155,7 @@ class ToolCalls:
 
     @property
     def attempt(self) -> RunAttempt:
-        """This start of the run, as its processes know it: ended (for good) by ``close``.
-        Made when first used (a call's context, a hook's directory), on the actor's thread
-        as ``close`` is: a run that never starts a process has nothing to end."""
+        """This start of the run, its processes' key: made when first used, ended by ``close``."""
         if self._attempt is None:
             self._attempt = RunAttempt(self.port.record.run_id)
         return self._attempt
@@ -509,12 +507,9 @@ class ToolCalls:
         }
 
     def close(self) -> None:
-        """This start of the run ended (stopped, or by itself): kill every process it left
-        (background shells), and refuse every start of it after (a tool call still going)."""
-        if self._attempt is None:  # no call, no hook: no process of it ever started
-            return
-        killed = self.env.processes.end_attempt(self._attempt)
-        if killed:
+        """This start of the run ended: kill what it left (background shells), refuse its later
+        starts (a call still going). No attempt made (by a call, a hook): nothing started."""
+        if self._attempt is not None and (killed := self.env.processes.end_attempt(self._attempt)):
             self.port.log.info("killed the run's processes", count=killed)
 
 
