@@ -214,3 +214,48 @@ def test_a_reaper_stuck_before_it_said_its_pid_is_cut_by_the_end(
     finally:
         kill_marked(mark)
         groups.kill_all()
+
+
+def test_a_launcher_stuck_when_the_runtime_closes_is_cut_by_the_close(
+    tmp_path: Path, detaching: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node host closes (``kill_all``) while a command's launcher is stopped for good: the
+    run's actor thread, inside that start, never gets to its run's end (its ``kill_run``),
+    so only the close can cut it. Before, the close left the launcher stopped and the
+    start waiting up to ``DETACH_WAIT_S`` (here an hour), a thread of the host busy."""
+    launcher = tmp_path / "python"
+    unmarked = f"exec env -u {TREE_COOKIE} /bin/sh -c 'kill -STOP $$; exec {sys.executable} \"$@\"'"
+    launcher.write_text(f'#!/bin/sh\n{unmarked} sh "$@"\n')
+    launcher.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(launcher))
+    monkeypatch.setattr(processes, "DETACH_WAIT_S", 3600.0)
+    groups = ProcessGroups(scratch_root=tmp_path)
+    before = set(_stopped_children())
+    outcome: dict[str, Process | BaseException] = {}
+
+    def start() -> None:
+        try:
+            outcome["shell"] = groups.start("sleep 300", cwd=tmp_path, run_id="r1", background=True)
+        except BaseException as exc:
+            outcome["shell"] = exc
+
+    starter = threading.Thread(target=start, daemon=True)
+    stuck: set[int] = set()
+    try:
+        starter.start()
+        wait_until(lambda: bool(set(_stopped_children()) - before), what="the launcher stopped")
+        stuck = set(_stopped_children()) - before
+        groups.kill_all()
+        starter.join(WAIT)
+        assert not starter.is_alive(), "the start went on waiting for its launcher"
+        shell = outcome["shell"]
+        if isinstance(shell, Process):  # listed after the close: killed by its start
+            assert _ended(shell), "the shell started as the runtime closed still runs"
+        assert groups.live_count() == 0
+        assert not set(_stopped_children()) & stuck, "the stopped launcher is still there"
+    finally:
+        for pid in stuck:
+            if pid > 0 and pid in set(_stopped_children()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        groups.kill_all()

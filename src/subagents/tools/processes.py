@@ -279,7 +279,7 @@ class ProcessGroups:
             return -1
         since = start_time(str(popen.pid))
         with self._lock:
-            self._starts.launching(launcher, run_id, cookie, since)
+            self._starts.launching(launcher, run_id, cookie, since, cut=self._closed)
         return launcher
 
     def wait(
@@ -390,9 +390,7 @@ class ProcessGroups:
         run's stop up to ~70 s so)."""
         with self._lock:
             self._starts.end(run_id)
-            marks = self._starts.cut(run_id)  # launchers still detaching: a stop waits on none
-        for cookie, since in marks:  # a reaper one forked, stuck before it said its pid
-            kill_strays(cookie, since)
+        self._cut(run_id)
         with self._lock:
             while self._starts.starting(run_id):  # each bounded: a Popen, a cut launcher's end
                 self._listed.wait()
@@ -401,6 +399,15 @@ class ProcessGroups:
         finally:
             with self._lock:
                 self._starts.ended(run_id)
+
+    def _cut(self, run_id: str | None) -> None:
+        """Kill the launchers of ``run_id`` (None: every run's) still detaching, so that an end
+        waits on none stopped or stuck (``RunStarts.cut``), and a reaper one forked already,
+        stuck before it said its pid, by its command's mark."""
+        with self._lock:
+            marks = self._starts.cut(run_id)
+        for cookie, since in marks:
+            kill_strays(cookie, since)
 
     def _kill_run(self, run_id: str, reason: str) -> int:
         running = 0
@@ -427,6 +434,7 @@ class ProcessGroups:
             processes += [p for left in self._leftovers.values() for p in left]
             self._leftovers.clear()
             self.shells.clear()
+        self._cut(None)  # a node host's close waits on no launcher stopped or stuck
         for process in processes:
             self.kill(process, reason)
         if self._dir is not None:

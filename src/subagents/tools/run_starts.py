@@ -95,23 +95,29 @@ class RunStarts:
         if self._ending[run_id] <= 0:
             del self._ending[run_id]
 
-    def launching(self, pidfd: int, run_id: str, cookie: str, since: int) -> None:
-        """A launcher of ``run_id`` (``pidfd``: open until ``launched``) detaches its reaper."""
+    def launching(self, pidfd: int, run_id: str, cookie: str, since: int, *, cut: bool) -> None:
+        """A launcher of ``run_id`` (``pidfd``: open until ``launched``) detaches its reaper;
+        killed at once when ``cut`` (the runtime closed) or the run's end is under way: that
+        end's ``cut`` may have looked before it was listed (its start's thread slow)."""
         self._launchers[pidfd] = (run_id, cookie, since)
+        if cut or self._ending[run_id] > 0:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
     def launched(self, pidfd: int) -> None:
         """It has detached, or failed to (the caller closes ``pidfd`` after)."""
         del self._launchers[pidfd]
 
-    def cut(self, run_id: str) -> list[tuple[str, int]]:
-        """SIGKILL every launcher of ``run_id`` still detaching (by its pidfd: the process
-        itself, never a pid another took); the marks of their commands (cookie, since), by
-        which a reaper one had forked already is found. Why: a launcher stopped (``kill
-        -STOP``, a frozen cgroup) or stuck is waited for up to ``DETACH_WAIT_S``, and a run's
-        end waited on it so; cut, its start ends at once (its reaper, if any, cut off)."""
+    def cut(self, run_id: str | None) -> list[tuple[str, int]]:
+        """SIGKILL every launcher of ``run_id`` (None: every run's) still detaching (by its
+        pidfd: the process itself, never a pid another took); the marks of their commands
+        (cookie, since), by which a reaper one had forked already is found. Why: a launcher
+        stopped (``kill -STOP``, a frozen cgroup) or stuck is waited for up to
+        ``DETACH_WAIT_S``, and a run's end (a runtime's close) waited on it so; cut, its
+        start ends at once (its reaper, if any, cut off)."""
         marks = []
         for pidfd, (run, cookie, since) in self._launchers.items():
-            if run == run_id:
+            if run_id is None or run == run_id:
                 with contextlib.suppress(ProcessLookupError):  # it has ended already
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 marks.append((cookie, since))
