@@ -13,7 +13,10 @@ import contextlib
 import os
 import secrets
 import signal
+import subprocess
 from pathlib import Path
+
+import polling
 
 
 def new_mark() -> str:
@@ -58,3 +61,43 @@ def kill_marked(mark: str) -> None:
         if pid > 0:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def children_of(pid: int) -> list[int]:
+    """``pid``'s children now (every thread's: the runtime starts commands from several)."""
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError):
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return found
+
+
+def lose_node(host: subprocess.Popen[bytes], wait_s: float) -> None:
+    """End ``host`` as Ray ends a lost driver's node host: its children SIGKILLed, then it."""
+    for child in children_of(host.pid):
+        if child > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+    host.kill()
+    host.wait(wait_s)
+
+
+def host_leaves_nothing(argv: list[str], mark: str, wait_s: float, *, lost: bool) -> None:
+    """Start a host (``argv``: a runtime in a process of its own, whose held command or
+    server starts a daemon ``sleep MARK``), wait until the daemon runs, then SIGKILL the host
+    (``lost``: as a lost node host, ``lose_node``), and wait until every process holding
+    ``mark`` has ended: the reaper's lifeline (the host's death) ended them all."""
+    host = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        polling.wait_until(lambda: bool(marked(mark, exactly=True)), "the daemon", wait_s)
+        if lost:
+            lose_node(host, wait_s)
+        host.kill()
+        host.wait(wait_s)
+        polling.wait_until(lambda: marked(mark) == [], "every marked process ended", wait_s)
+    finally:
+        host.kill()
+        host.wait(wait_s)
+        kill_marked(mark)

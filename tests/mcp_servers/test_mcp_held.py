@@ -10,7 +10,6 @@ import contextlib
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import polling
-from marked import kill_marked, marked, new_mark
+from marked import children_of, host_leaves_nothing, kill_marked, marked, new_mark
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpHub, parse_servers
 from subagents.tools import detached
@@ -104,21 +103,8 @@ def test_a_deaf_servers_daemon_ends_when_the_runtime_is_killed(tmp_path: Path) -
     mark, ready = new_mark(), tmp_path / "ready"
     server = tmp_path / "deaf.py"
     server.write_text(DEAF_SERVER, encoding="utf-8")
-    host = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(server), mark, str(ready)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        polling.wait_until(
-            lambda: bool(marked(mark, exactly=True)), "the deaf server's daemon", WAIT
-        )
-        host.kill()
-        host.wait(WAIT)
-        polling.wait_until(lambda: marked(mark) == [], "every marked process ended", WAIT)
-    finally:
-        host.kill()
-        host.wait(WAIT)
-        kill_marked(mark)
+    argv = [sys.executable, "-c", HOST, str(server), mark, str(ready)]
+    host_leaves_nothing(argv, mark, WAIT, lost=False)
 
 
 NODE_HOST = """
@@ -133,15 +119,6 @@ hub.tools_for(AgentSpec(name="worker", description="d"))  # waits for a server t
 """
 
 
-def _children(pid: int) -> list[int]:
-    """``pid``'s children now (every thread's)."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):
-            found += [int(c) for c in (task / "children").read_text().split()]
-    return found
-
-
 @pytest.mark.timeout(400)  # (a hang guard: its waits' guards, each WAIT, say what failed)
 def test_a_servers_daemon_ends_when_a_node_host_is_lost(tmp_path: Path) -> None:
     """Ray, ending a lost driver's node host, SIGKILLs the host's children, then the host.
@@ -151,25 +128,8 @@ def test_a_servers_daemon_ends_when_a_node_host_is_lost(tmp_path: Path) -> None:
     mark, ready = new_mark(), tmp_path / "ready"
     server = tmp_path / "deaf.py"
     server.write_text(DEAF_SERVER, encoding="utf-8")
-    host = subprocess.Popen(
-        [sys.executable, "-c", NODE_HOST, str(server), mark, str(ready)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        polling.wait_until(
-            lambda: bool(marked(mark, exactly=True)), "the deaf server's daemon", WAIT
-        )
-        for child in _children(host.pid):  # as Ray ends a lost driver's node host
-            if child > 0:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child, signal.SIGKILL)
-        host.kill()
-        host.wait(WAIT)
-        polling.wait_until(lambda: marked(mark) == [], "every marked process ended", WAIT)
-    finally:
-        host.kill()
-        host.wait(WAIT)
-        kill_marked(mark)
+    argv = [sys.executable, "-c", NODE_HOST, str(server), mark, str(ready)]
+    host_leaves_nothing(argv, mark, WAIT, lost=True)
 
 
 ATTACK = (
@@ -186,7 +146,7 @@ firing when the runtime dies (its server and daemons would outlive it)."""
 
 def _stopped_child() -> int:
     """The one stopped child of this process (its pid, > 0), or 0."""
-    for pid in _children(os.getpid()):
+    for pid in children_of(os.getpid()):
         with contextlib.suppress(OSError):
             stat = Path(f"/proc/{pid}/stat").read_bytes()
             if pid > 0 and stat[stat.rindex(b")") + 2 :].startswith(b"T"):

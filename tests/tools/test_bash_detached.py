@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from marked import children_of, lose_node
 from subagents.tools import detached
 from subagents.tools import processes as processes_module
 from subagents.tools.detached import held
@@ -53,15 +54,6 @@ sys.stdin.read()  # until killed
 """
 
 
-def children_of(pid: int) -> list[int]:
-    """``pid``'s children now (every thread's: the runtime starts commands from several)."""
-    found: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(FileNotFoundError):
-            found += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-    return found
-
-
 def host_lost(where: Path, mode: str) -> None:
     """A runtime with a waiting command and a background one, each with a hidden daemon;
     its direct children SIGKILLed (as Ray does), then itself: nothing of them is left."""
@@ -78,11 +70,7 @@ def host_lost(where: Path, mode: str) -> None:
         assert runtime.stdout is not None
         assert runtime.stdout.readline() == b"started\n"
         pids += [pid_in(first), pid_in(second), pid_in(where / "shell")]
-        for child in children_of(runtime.pid):  # as Ray ends a lost driver's node host
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signal.SIGKILL)
-        runtime.send_signal(signal.SIGKILL)
-        runtime.wait(WAIT)
+        lose_node(runtime, WAIT)  # as Ray ends a lost driver's node host
         wait_until(
             lambda: not any(alive(pid) for pid in pids),
             what=f"the lost host's commands and daemons gone: {[p for p in pids if alive(p)]}",

@@ -5,10 +5,6 @@ processes; what still runs is read from /proc (``marked``: by a mark, not a pid)
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -17,14 +13,19 @@ from pathlib import Path
 import pytest
 import structlog
 
-import polling
-from marked import hidden_daemon, kill_marked, marked, new_mark, until_ready
+from marked import (
+    hidden_daemon,
+    host_leaves_nothing,
+    kill_marked,
+    marked,
+    new_mark,
+    until_ready,
+)
 from subagents.tools import detached
 from subagents.tools.hooks import Hooks, run_hooks
 from subagents.tools.sandbox import RunSandbox, Sandbox
 
 from .conftest import WAIT
-from .test_bash_detached import children_of
 from .test_sandbox import landlock
 
 LOG = structlog.get_logger("test")
@@ -152,20 +153,5 @@ def test_a_hooks_daemon_ends_when_a_node_host_is_lost(repo: Path, kind: str) -> 
     as Bash's): the host's death, its lifeline, ends the hook and its daemon."""
     mark, ready = new_mark(), repo / "ready"
     command = f"{hidden_daemon(mark, ready)} {until_ready(ready)} sleep 300"
-    host = subprocess.Popen(
-        [sys.executable, "-c", NODE_HOST, str(repo), command, kind],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        polling.wait_until(lambda: bool(marked(mark, exactly=True)), "the hook's daemon", WAIT)
-        for child in children_of(host.pid):  # as Ray ends a lost driver's node host
-            if child > 0:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child, signal.SIGKILL)
-        host.kill()
-        host.wait(WAIT)
-        polling.wait_until(lambda: marked(mark) == [], "every marked process ended", WAIT)
-    finally:
-        host.kill()
-        host.wait(WAIT)
-        kill_marked(mark)
+    argv = [sys.executable, "-c", NODE_HOST, str(repo), command, kind]
+    host_leaves_nothing(argv, mark, WAIT, lost=True)

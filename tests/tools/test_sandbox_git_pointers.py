@@ -42,26 +42,54 @@ def pointers(target: Path) -> list[str]:
     ]
 
 
-@landlock
-@pytest.mark.parametrize("which", range(3))
-def test_a_planted_git_pointer_gives_the_next_run_nothing_outside(
-    tmp_path: Path, target: Path, which: int
-) -> None:
+def _fake_workspace(tmp_path: Path, target: Path) -> Path:
+    """A workspace whose ``fake`` directory's ``commondir`` names ``target``."""
     workspace = tmp_path / "workspace"
     (workspace / "fake").mkdir(parents=True)
     (workspace / "fake" / "commondir").write_text(f"{target}\n")
-    plant = f"printf '%s\\n' '{pointers(target)[which]}' > .git && cat .git"
-    escape = " ; ".join(
-        f"echo pwned > {target}/{name}/x" for name in ("", "objects", "refs", "logs")
-    )
+    return workspace
+
+
+def _repo(path: Path) -> Path:
+    """A git repository at ``path`` with one (empty) commit."""
+    path.mkdir()
+    git(path, "init", "-q")
+    git(path, "commit", "-q", "--allow-empty", "-m", "init")
+    return path
+
+
+def _other_worktree(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository outside the workspace (``other``) and a genuine worktree of it."""
+    other = _repo(tmp_path / "other")
+    tree = tmp_path / "other-tree"
+    git(other, "worktree", "add", "-q", "-b", "side", str(tree))
+    return other, tree
+
+
+def _plant_then_escape(workspace: Path, plant: str, escape: str) -> None:
+    """A run plants a ``.git`` (it reads back as a pointer), then the next task in the same
+    workspace tries ``escape``: refused by the sandbox."""
     first, second = bash_run([plant]), bash_run([escape])
-    for model in (first, second):  # a run, then the next task in the same workspace
+    for model in (first, second):
         with Runtime(
             [agent("worker")], model=model, workspace=workspace, permissions="bypassPermissions"
         ) as rt:
             assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
     assert results(first, "worker")[0].content.startswith("gitdir:")
     assert "Permission denied" in results(second, "worker")[0].content
+
+
+@landlock
+@pytest.mark.parametrize("which", range(3))
+def test_a_planted_git_pointer_gives_the_next_run_nothing_outside(
+    tmp_path: Path, target: Path, which: int
+) -> None:
+    workspace = _fake_workspace(tmp_path, target)
+    plant = f"printf '%s\\n' '{pointers(target)[which]}' > .git && cat .git"
+    escape = " ; ".join(
+        f"echo pwned > {target}/{name}/x" for name in ("", "objects", "refs", "logs")
+    )
+    _plant_then_escape(workspace, plant, escape)
     assert sorted(p.name for p in target.rglob("x")) == []
 
 
@@ -70,19 +98,14 @@ def test_a_pointer_is_believed_only_when_its_git_directory_points_back(
 ) -> None:
     """The pure check: a ``.git`` file naming a directory is a worktree only when that
     directory is ``<common>/worktrees/NAME`` and its ``gitdir`` names this ``.git``."""
-    workspace = tmp_path / "workspace"
-    (workspace / "fake").mkdir(parents=True)
-    (workspace / "fake" / "commondir").write_text(f"{target}\n")
+    workspace = _fake_workspace(tmp_path, target)
     for pointer in pointers(target):
         (workspace / ".git").write_text(pointer + "\n")
         assert git_dirs_of_worktree(workspace) == (), pointer
 
 
 def test_a_genuine_worktree_still_gets_its_git_directories(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "init")
+    repo = _repo(tmp_path / "repo")
     tree = tmp_path / "tree"
     git(repo, "worktree", "add", "-q", "-b", "side", str(tree))
     common = (repo / ".git").resolve()
@@ -100,12 +123,7 @@ def test_a_git_symlink_to_another_worktree_gives_the_next_run_nothing(tmp_path: 
     symlink to a genuine worktree's ``.git`` file elsewhere. git's records point back to the
     link's target, so the link was believed and the next run got that other repository's
     objects and refs (move its branches). A ``.git`` that is a symlink names nothing."""
-    other = tmp_path / "other"
-    other.mkdir()
-    git(other, "init", "-q")
-    git(other, "commit", "-q", "--allow-empty", "-m", "init")
-    tree = tmp_path / "other-tree"
-    git(other, "worktree", "add", "-q", "-b", "side", str(tree))
+    _, tree = _other_worktree(tmp_path)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / ".git").symlink_to(tree / ".git")
@@ -117,25 +135,13 @@ def test_a_git_symlink_to_another_worktree_gives_the_next_run_nothing(tmp_path: 
 def test_a_planted_git_symlink_lets_the_next_run_move_no_branch_elsewhere(
     tmp_path: Path,
 ) -> None:
-    other = tmp_path / "other"
-    other.mkdir()
-    git(other, "init", "-q")
-    git(other, "commit", "-q", "--allow-empty", "-m", "init")
-    tree = tmp_path / "other-tree"
-    git(other, "worktree", "add", "-q", "-b", "side", str(tree))
+    other, tree = _other_worktree(tmp_path)
     refs = other / ".git" / "refs" / "heads"
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    plant = f"ln -s {tree}/.git .git && cat .git"
-    escape = f"echo pwned > {refs}/planted"
-    first, second = bash_run([plant]), bash_run([escape])
-    for model in (first, second):
-        with Runtime(
-            [agent("worker")], model=model, workspace=workspace, permissions="bypassPermissions"
-        ) as rt:
-            assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
-    assert results(first, "worker")[0].content.startswith("gitdir:")
-    assert "Permission denied" in results(second, "worker")[0].content
+    _plant_then_escape(
+        workspace, f"ln -s {tree}/.git .git && cat .git", f"echo pwned > {refs}/planted"
+    )
     assert not (refs / "planted").exists()
 
 

@@ -16,10 +16,10 @@ import pytest
 
 SCRIPT = r"""
 import os, subprocess, sys
-from subagents.tools import processes
+from subagents.tools import strays
 
 cookie = "reuse-test"
-stray = subprocess.Popen(["sleep", "300"], env={processes.TREE_COOKIE: cookie})
+stray = subprocess.Popen(["sleep", "300"], env={strays.TREE_COOKIE: cookie})
 filler = subprocess.Popen(["sleep", "300"])  # a pid after the stray's: one more look
 assert filler.pid > stray.pid
 target = f"/proc/{stray.pid}/environ"
@@ -41,7 +41,7 @@ def hook(event, args):
         state["victim"] = victim
 
 sys.addaudithook(hook)
-processes._kill_strays(cookie)
+strays.kill_strays(cookie)
 victim = state["victim"]
 assert victim is not None and victim != 0, "the pid was never reused"
 def killed(pid):  # dead, or a SIGKILL sent and not yet taken (signals land a bit later)

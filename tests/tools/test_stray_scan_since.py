@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from subagents.tools import processes
+from subagents.tools import processes, strays
 
 
 def _alive(popen: subprocess.Popen[bytes]) -> bool:
@@ -20,14 +20,14 @@ def test_a_process_older_than_the_command_is_not_read() -> None:
     cookie = f"since-test-{os.getpid()}"
     older = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(300)"],
-        env={**os.environ, processes.TREE_COOKIE: cookie},
+        env={**os.environ, strays.TREE_COOKIE: cookie},
     )
     try:
-        started = processes._started(str(older.pid))
+        started = strays.start_time(str(older.pid))
         assert started > 0
-        processes._kill_strays(cookie, started + 1)  # the command started after it
+        strays.kill_strays(cookie, started + 1)  # the command started after it
         assert _alive(older), "a process older than the command was killed"
-        processes._kill_strays(cookie, started)  # started with the command: a stray
+        strays.kill_strays(cookie, started)  # started with the command: a stray
         assert older.wait(timeout=30) == -9
     finally:
         older.kill()
@@ -38,7 +38,7 @@ def test_a_command_records_when_it_started(tmp_path: Path) -> None:
     groups = processes.ProcessGroups()
     try:
         process = groups.start("sleep 30", cwd=tmp_path, run_id="r")
-        reaper = processes._started(str(process.reaper_pid))  # (its launcher's first, or it)
+        reaper = strays.start_time(str(process.reaper_pid))  # (its launcher's first, or it)
         assert 0 < process.since <= reaper, (process.since, reaper)
     finally:
         groups.kill_all()

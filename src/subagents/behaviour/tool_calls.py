@@ -43,6 +43,7 @@ from subagents.tools.hooks import Event, HookOutcome, Hooks, run_hooks
 from subagents.tools.modes import Mode
 from subagents.tools.permissions import Decision, PermissionPolicy, bash_reads_only, lists
 from subagents.tools.rules import Rule, RuleError, call_target
+from subagents.tools.run_starts import RunAttempt
 from subagents.tools.sandbox import RunSandbox
 
 
@@ -132,6 +133,7 @@ class ToolCalls:
         # a bad ``network``: set-up fails (``_network_for``'s answer, without its frame)
         self._network = network_of(env, spec, record.ceiling, self.policy.mode)
         self._sandbox: RunSandbox | None = None
+        self._attempt: RunAttempt | None = None
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
@@ -151,6 +153,13 @@ class ToolCalls:
                 self.env.permissions, ceiling, self.workspace.root
             )
         return self._requester
+
+    @property
+    def attempt(self) -> RunAttempt:
+        """This start of the run, its processes' key: made when first used, ended by ``close``."""
+        if self._attempt is None:
+            self._attempt = RunAttempt(self.port.record.run_id)
+        return self._attempt
 
     @property
     def session(self) -> RunSession:
@@ -239,6 +248,7 @@ class ToolCalls:
             session=self.session,
             tool_use_id=use_id,
             sandbox=self.sandbox,
+            attempt=self.attempt,
         )
 
     def execute(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
@@ -490,7 +500,7 @@ class ToolCalls:
 
     def temp_dir(self) -> Path:
         """The run's own temporary directory (its processes' TMPDIR, writable in its sandbox)."""
-        return self.env.processes.run_dir(self.port.record.run_id)
+        return self.env.processes.run_dir(self.attempt.key)
 
     def _payload(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -501,9 +511,9 @@ class ToolCalls:
         }
 
     def close(self) -> None:
-        """The run ended: kill every process it left (background shells)."""
-        killed = self.env.processes.kill_run(self.port.record.run_id)
-        if killed:
+        """This start of the run ended: kill what it left (background shells), refuse its later
+        starts (a call still going). No attempt made (by a call, a hook): nothing started."""
+        if self._attempt is not None and (killed := self.env.processes.end_attempt(self._attempt)):
             self.port.log.info("killed the run's processes", count=killed)
 
 

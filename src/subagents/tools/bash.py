@@ -133,7 +133,7 @@ def _wrapped(command: str, cwd_file: Path) -> str:
 def _environment(ctx: ToolContext) -> dict[str, str]:
     """The scrubbed environment (``tools.sandbox.ENV_ALLOWLIST`` and the owner's
     ``tool_env``), with ``TMPDIR`` the run's own directory."""
-    return ctx.run_sandbox().environment(ctx.processes.run_dir(ctx.run_id))
+    return ctx.run_sandbox().environment(ctx.processes.run_dir(ctx.process_key))
 
 
 def _start_dir(ctx: ToolContext) -> Path:
@@ -157,22 +157,24 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
         process = ctx.processes.start(
             args.command,
             cwd=cwd,
-            run_id=ctx.run_id,
+            run_id=ctx.process_key,
             env=_environment(ctx),
             prefix="bash",
             sandbox=sandbox,
             background=True,
             cancel=ctx.cancel,
+            attempt=ctx.attempt,
         )
         return ToolResult(f"Command running in background with ID: {process.id}")
-    cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.run_id))
+    cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.process_key))
     process = ctx.processes.start(
         _wrapped(args.command, cwd_file),
         cwd=cwd,
-        run_id=ctx.run_id,
+        run_id=ctx.process_key,
         env=_environment(ctx),
         sandbox=sandbox,
         cancel=ctx.cancel,
+        attempt=ctx.attempt,
     )
     waited = ctx.processes.wait(
         process, timeout=timeout_ms / 1000, cancel=ctx.cancel, deadline=ctx.deadline
@@ -278,7 +280,7 @@ def run_kill_shell(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str
     Claude Code."""
     ctx = need_context("KillShell", ctx)
     args = decode_input("KillShell", KillShellInput, arguments)
-    process = ctx.processes.shell(ctx.run_id, args.shell_id)
+    process = ctx.processes.shell(ctx.process_key, args.shell_id)
     if process is None:
         raise ToolError(f"No shell found with ID: {args.shell_id}")
     code = process.exit_code()
@@ -298,7 +300,7 @@ def run_kill_shell(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str
 
 
 def _shell(ctx: ToolContext, shell_id: str) -> Process:
-    process = ctx.processes.get(ctx.run_id, shell_id)
+    process = ctx.processes.get(ctx.process_key, shell_id)
     if process is None:
         raise ToolError(f"No shell found with ID: {shell_id}")
     return process

@@ -17,6 +17,7 @@ from typing import Any
 
 from subagents.models.base import CancelSignal
 from subagents.tools.processes import ProcessGroups
+from subagents.tools.run_starts import RunAttempt
 from subagents.tools.sandbox import UNSANDBOXED, RunSandbox
 from subagents.tools.workspace import Workspace
 
@@ -56,6 +57,15 @@ class ToolContext:
     sandbox: RunSandbox | None = None
     """How this run's processes start (``tools.sandbox``); None: without Landlock, with the
     scrubbed environment (a context made by hand)."""
+    attempt: RunAttempt | None = None
+    """The start of the run this call belongs to: its processes are listed under its key,
+    apart from another attempt's, and none starts once it ended; None: the run's id (a
+    context made by hand)."""
+
+    @property
+    def process_key(self) -> str:
+        """What this call's processes are listed under in ``processes``."""
+        return self.attempt.key if self.attempt is not None else self.run_id
 
     def run_sandbox(self) -> RunSandbox:
         if self.sandbox is not None:

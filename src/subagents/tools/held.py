@@ -28,10 +28,10 @@ not this user's (a runtime made non-dumpable), a FIFO as before
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import select
-import signal
 import subprocess
 import tempfile
 import time
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.tools.detached import DetachedReaper
-from subagents.tools.process import signal_group
+from subagents.tools.process import popen_ended_within, signal_group, stop_reaper
 from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
 
 
@@ -146,30 +146,16 @@ def close_fifo(read_end: int, path: Path | None) -> None:
 
 
 def stop_held(popen: subprocess.Popen[bytes], reaper: DetachedReaper | None = None) -> None:
-    """End a held command and all it started: SIGTERM to its reaper (which gives the command
-    a short grace, then kills everything it holds; SIGCONT, as the command may have stopped
-    it), SIGKILL if it did not end within ``HELD_WAIT_S`` (a hang guard: its daemons may
-    then outlive it). The reaper is ``popen``'s group's leader, or ``reaper`` when it is
-    detached (``tools/detached.py``: reached by its pidfd, never by a number)."""
+    """End a held command and all it started (``process.stop_reaper``, as a Bash command's
+    end: SIGTERM, SIGKILL if it did not end within ``HELD_WAIT_S``). The reaper is
+    ``popen``'s group's leader, or ``reaper`` when it is detached (``tools/detached.py``:
+    reached by its pidfd, never by a number)."""
     if reaper is not None:
-        if reaper.ended():
-            return
-        reaper.send(signal.SIGTERM)
-        reaper.send(signal.SIGCONT)
-        if not reaper.wait(HELD_WAIT_S):
-            reaper.send(signal.SIGKILL)
-            reaper.wait(KILL_GRACE_S)
-        return
-    if popen.poll() is not None:
-        return
-    signal_group(popen.pid, signal.SIGTERM)
-    signal_group(popen.pid, signal.SIGCONT)
-    try:
-        popen.wait(HELD_WAIT_S)
-    except subprocess.TimeoutExpired:
-        signal_group(popen.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            popen.wait(KILL_GRACE_S)
+        if not reaper.ended():
+            stop_reaper(reaper.send, reaper.wait, HELD_WAIT_S, KILL_GRACE_S)
+    elif popen.poll() is None:
+        send = functools.partial(signal_group, popen.pid)
+        stop_reaper(send, popen_ended_within(popen), HELD_WAIT_S, KILL_GRACE_S)
 
 
 def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +44,7 @@ class Process:
     """Set when its output is all in the file (the pipe's writers gone, or the cap reached)."""
     since: int = 0
     """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
-    its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
+    its descendants, started at or after it (``strays.kill_strays`` looks at no older process)."""
     status_fd: int = -1
     """The read end of the reaper's status pipe (-1: no reaper, or read to its end)."""
     said: bytes = b""
@@ -75,6 +76,14 @@ class Process:
         if not self.detached.wait(timeout):
             raise subprocess.TimeoutExpired(self.command, timeout)
         return self._said_end()
+
+    def ended_within(self, timeout: float) -> bool:
+        """Whether the reaper ends within ``timeout`` seconds (``wait``, as a yes or no)."""
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def signal_reaper(self, signo: signal.Signals) -> None:
         """``signo`` to the reaper: by its pidfd, or to its group (the runtime's child's)."""
@@ -124,3 +133,37 @@ class Process:
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def popen_ended_within(popen: subprocess.Popen[bytes]) -> Callable[[float], bool]:
+    """``ended_within`` for a reaper that is the runtime's child (a hook's)."""
+
+    def ended_within(timeout: float) -> bool:
+        try:
+            popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    return ended_within
+
+
+def stop_reaper(
+    send: Callable[[signal.Signals], object],
+    ended_within: Callable[[float], bool],
+    grace_s: float,
+    kill_s: float,
+) -> bool:
+    """End a held command and all it started: the one way for every held process (a Bash
+    command's, ``ProcessGroups.kill``; a hook's or an MCP server's, ``held.stop_held``).
+    SIGTERM to its reaper (``send``), which gives the command a short grace, then kills
+    everything it holds, and SIGCONT (the command may have stopped it); SIGKILL if it did not
+    end within ``grace_s`` (a hang guard: what it holds may then outlive it, but for what the
+    caller does after), and ``kill_s`` more for that. Whether it ended when asked."""
+    send(signal.SIGTERM)
+    send(signal.SIGCONT)
+    if ended_within(grace_s):
+        return True
+    send(signal.SIGKILL)
+    ended_within(kill_s)
+    return False

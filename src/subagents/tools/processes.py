@@ -19,7 +19,7 @@ nor may a sandboxed command signal it (``reaper.scope_signals``).
 Where the reaper did not say so (it was killed itself; not Linux) a kill falls back to the
 group and to a mark: every command's processes carry a cookie in their environment
 (``TREE_COOKIE``, unique per command), which a new session and a fork keep, and whatever
-still runs with it is found in Linux's ``/proc`` (``_kill_strays``); what clears its
+still runs with it is found in Linux's ``/proc`` (``strays.kill_strays``); what clears its
 environment escapes that.
 
 The registry is runtime-wide and thread-safe (agents run on several threads): a run's
@@ -51,16 +51,13 @@ from subagents.models.base import CancelSignal
 from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
-from subagents.tools.process import Process
-from subagents.tools.run_starts import RunEnding, RunStarts
+from subagents.tools.process import Process, stop_reaper
+from subagents.tools.run_starts import RunAttempt, RunEnding, RunStarts
 from subagents.tools.sandbox import RunSandbox
 from subagents.tools.scratch import RUN_DIR, SCRATCH, make_dir
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
+from subagents.tools.strays import TREE_COOKIE, kill_strays, start_time
 
-TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
-"""The environment variable naming the command a process belongs to (``_kill_strays``)."""
-STRAY_PASSES = 8
-"""At most this many looks through /proc per kill (``_kill_strays``)."""
 KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
 POLL_S = 0.05
@@ -159,6 +156,7 @@ class ProcessGroups:
         sandbox: RunSandbox | None = None,
         background: bool = False,
         cancel: CancelSignal | None = None,
+        attempt: RunAttempt | None = None,
     ) -> Process:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
         ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
@@ -167,7 +165,10 @@ class ProcessGroups:
         shell would pass its run's or the runtime's limit (``ShellLimits``); ``RunEnding``
         while the run's end (``kill_run``) is under way, or once ``cancel`` (the run's stop,
         set before its end begins) is set: a tool call still going when its run was stopped
-        must not start a shell after the end has listed and killed the run's. The status
+        must not start a shell after the end has listed and killed the run's; or once
+        ``attempt`` (the start of the run it belongs to) has ended (``end_attempt``: a run
+        that ended by itself has no cancel set). ``run_id`` is the key its processes are
+        listed under: a run's id, or one attempt's (``RunAttempt.key``). The status
         pipe's read end is the reaper's lifeline (closed by the runtime's death, it stops the
         reaper): close-on-exec from birth (``os.pipe``: pipe2, atomic against other threads'
         forks), never passed on."""
@@ -176,6 +177,8 @@ class ProcessGroups:
                 raise RuntimeError("the runtime is closed: no process may start")
             if cancel is not None and cancel.is_set():  # under the lock: after ``kill_run``
                 raise RunEnding(f"run {run_id} was stopped: no command may start")
+            if attempt is not None and attempt.ended:  # under the lock ``end_attempt`` takes
+                raise RunEnding(f"run {attempt.run_id} has ended: no command may start")
             self._starts.begin(run_id)  # RunEnding: its end is under way (``kill_run``)
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
@@ -242,7 +245,7 @@ class ProcessGroups:
         finally:
             _close(pipe, told)
         started = Process(proc_id, command, run_id, popen, output, cookie=cookie, status_fd=status)
-        process = _holding(started, detach, source, fd)
+        process = self._held(started, detach, source, fd)
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
@@ -252,6 +255,32 @@ class ProcessGroups:
         if closed:  # closed while it started: it must not outlive the runtime
             self.kill(process, "runtime closed")
         return process
+
+    def _held(self, started: Process, detach: bool, source: int, fd: int) -> Process:
+        """``_holding``: detached, up to ``DETACH_WAIT_S``, unless the run's end cuts its
+        launcher first (``kill_run``)."""
+        launcher = self._launching(started.run_id, started.popen, started.cookie) if detach else -1
+        try:
+            return _holding(started, detach, source, fd)
+        finally:
+            if launcher >= 0:
+                with self._lock:
+                    self._starts.launched(launcher)
+                os.close(launcher)
+
+    def _launching(self, run_id: str, popen: subprocess.Popen[bytes], cookie: str) -> int:
+        """A pidfd of ``popen``, a launcher about to detach its reaper, listed for its run's
+        end to cut (``kill_run``); -1 when none can be opened (EMFILE: its start is then
+        waited for, bounded by ``DETACH_WAIT_S``). Opened before it is waited for: the pid
+        is still our child's, so the pidfd names it, and never another process after."""
+        try:
+            launcher = os.pidfd_open(popen.pid)
+        except OSError:
+            return -1
+        since = start_time(str(popen.pid))
+        with self._lock:
+            self._starts.launching(launcher, run_id, cookie, since, cut=self._closed)
+        return launcher
 
     def wait(
         self,
@@ -285,16 +314,14 @@ class ProcessGroups:
             return Waited(code, "exited")  # the reaper ends as its shell did
 
     def kill(self, process: Process, reason: str) -> None:
-        """Kill all ``process`` started: SIGTERM to its group (the reaper, which gives the
-        shell a short grace, then kills everything it holds; and SIGCONT, as a command may
-        have stopped its reaper), SIGKILL if it did not end."""
+        """Kill all ``process`` started: ``stop_reaper`` (SIGTERM to the reaper, which gives
+        the shell a short grace, then kills everything it holds), then what it left if it
+        did not say all is gone (``_reap_left``: SIGKILL, and its mark's strays)."""
         if process.killed is None:
             process.killed = reason
-        if process.poll() is None:
-            process.signal_reaper(signal.SIGTERM)
-            process.signal_reaper(signal.SIGCONT)  # a reaper its command stopped
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S)
+        if process.poll() is None:  # (SIGKILL, if it did not end, again by ``_reap_left``)
+            grace = HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S
+            stop_reaper(process.signal_reaper, process.ended_within, grace, 0)
         self._reap_left(process)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(KILL_GRACE_S)
@@ -304,10 +331,10 @@ class ProcessGroups:
     def _reap_left(self, process: Process) -> None:
         """Kill what ``process`` left: nothing when its reaper ended having killed it all
         (its group's id, its pid, may already name another's); else its group and the
-        processes carrying its mark (no reaper, or one killed: ``_kill_strays``)."""
+        processes carrying its mark (no reaper, or one killed: ``strays.kill_strays``)."""
         if not process.contained():
             process.signal_reaper(signal.SIGKILL)
-            _kill_strays(process.cookie, process.since)
+            kill_strays(process.cookie, process.since)
         process.reaped = True
 
     def _forget(self, process: Process) -> None:
@@ -348,18 +375,39 @@ class ProcessGroups:
         with self._lock:
             return [p for p in self._live.values() if p.run_id == run_id]
 
+    def end_attempt(self, attempt: RunAttempt, reason: str = "run ended") -> int:
+        """``attempt`` ended (stopped, or by itself): kill its processes (``kill_run`` of its
+        key), and refuse, for good, every start of it after (a tool call still going)."""
+        with self._lock:
+            attempt.ended = True
+        return self.kill_run(attempt.key, reason)
+
     def kill_run(self, run_id: str, reason: str = "run ended") -> int:
         """Kill every process ``run_id`` still has; how many were running. No command of the
-        run starts meanwhile (``RunStarts``), and those starting are waited for, then killed."""
+        run starts meanwhile (``RunStarts``), and those starting are waited for, then killed;
+        a detached launcher still starting is killed first (``RunStarts.cut``), so that a stop
+        never waits on one stopped or stuck (``DETACH_WAIT_S``: a cluster's node host held a
+        run's stop up to ~70 s so)."""
         with self._lock:
             self._starts.end(run_id)
-            while self._starts.starting(run_id):  # each bounded: a Popen, DETACH_WAIT_S
+        self._cut(run_id)
+        with self._lock:
+            while self._starts.starting(run_id):  # each bounded: a Popen, a cut launcher's end
                 self._listed.wait()
         try:
             return self._kill_run(run_id, reason)
         finally:
             with self._lock:
                 self._starts.ended(run_id)
+
+    def _cut(self, run_id: str | None) -> None:
+        """Kill the launchers of ``run_id`` (None: every run's) still detaching, so that an end
+        waits on none stopped or stuck (``RunStarts.cut``), and a reaper one forked already,
+        stuck before it said its pid, by its command's mark."""
+        with self._lock:
+            marks = self._starts.cut(run_id)
+        for cookie, since in marks:
+            kill_strays(cookie, since)
 
     def _kill_run(self, run_id: str, reason: str) -> int:
         running = 0
@@ -386,6 +434,7 @@ class ProcessGroups:
             processes += [p for left in self._leftovers.values() for p in left]
             self._leftovers.clear()
             self.shells.clear()
+        self._cut(None)  # a node host's close waits on no launcher stopped or stuck
         for process in processes:
             self.kill(process, reason)
         if self._dir is not None:
@@ -417,7 +466,7 @@ def _holding(process: Process, detach: bool, *spare: int) -> Process:
     its stat is still there), its reaper held when detached, its status pipe non-blocking.
     When it cannot be held (no pidfd: EMFILE), ``spare`` and the status pipe are closed (the
     reaper's lifeline: it stops its command) and the output file removed, and it raises."""
-    process.since = _started(str(process.popen.pid))
+    process.since = start_time(str(process.popen.pid))
     if detach:
         try:
             process.detached, process.said = _detached(process)
@@ -472,55 +521,6 @@ def _safe(run_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
 
 
-def _kill_strays(cookie: str, since: int = 0) -> None:
-    """SIGKILL every process whose environment holds ``cookie`` (those that left the group);
-    nothing where there is no ``/proc``. Only processes started at or after ``since`` (clock
-    ticks since boot: the command's start) are read: reading a process's environment waits
-    for its memory lock, which a process stuck in the kernel (D state) may hold for good; so
-    only the command's own descendants (and whatever else started since) can make it wait. A
-    process that ends meanwhile, its pid taken by another, is let be (``_kill_if_marked``).
-    Looked for again while a pass finds some (one may fork while the pass reads /proc), up to
-    ``STRAY_PASSES`` passes. About 15 us of CPU per process on the machine per pass."""
-    if not cookie:
-        return
-    mark = f"\0{TREE_COOKIE}={cookie}\0".encode()
-    for _ in range(STRAY_PASSES):
-        try:
-            names = os.listdir("/proc")
-        except OSError:
-            return
-        found = [
-            name
-            for name in names
-            if name.isdigit() and _started(name) >= since and mark in _environ(name)
-        ]
-        if not found:
-            return
-        for pid in found:
-            _kill_if_marked(pid, mark)
-
-
-def _kill_if_marked(pid: str, mark: bytes) -> None:
-    """SIGKILL ``pid`` if it is still the process whose environment holds ``mark``. Why a
-    pidfd: a stray has left our tree, so it is not our child; it may end after the look
-    through /proc and its pid be taken by another process before the kill. A pidfd names
-    the process, not the number: opened first, the environment read again through /proc
-    (still that process, or one without ``mark``), the signal sent to it or to nobody."""
-    try:
-        pidfd = os.pidfd_open(int(pid))
-    except OSError:  # ended already (or no pidfd on this kernel: a plain kill, re-checked)
-        if mark in _environ(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(pid), signal.SIGKILL)
-        return
-    try:
-        if mark in _environ(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-    finally:
-        os.close(pidfd)
-
-
 def _start_relay(source: int, sink: int, cap: int, process: Process) -> None:
     """Start ``process``'s output relay; when no thread can start, the command is killed (it
     must not run unwatched, its output unread) and the error raised."""
@@ -568,33 +568,3 @@ def _write_all(sink: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(sink, view) :]
-
-
-def _started(pid: str) -> int:
-    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s 22nd field);
-    -1 when it cannot be read (ended), so it is let be. Reading ``stat`` takes no lock on the
-    process's memory, unlike ``environ``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat_line = f.read()
-        return int(stat_line[stat_line.rindex(b")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return -1
-
-
-def _environ(pid: str) -> bytes:
-    """``pid``'s environment as ``\\0``-framed entries (empty if it cannot be read)."""
-    try:
-        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    parts = [b"\0"]
-    try:
-        while piece := os.read(fd, 65536):
-            parts.append(piece)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
-    parts.append(b"\0")
-    return b"".join(parts)

@@ -36,7 +36,7 @@ What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code,
 when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
 nothing it started runs; this process then ends as its shell did (the same code or signal).
 A launcher that ends without ``reaped`` was killed itself: the runtime then falls back to the
-environment mark (``processes._kill_strays``). With ``--detach`` this process first forks and
+environment mark (``strays.kill_strays``). With ``--detach`` this process first forks and
 its first process ends (``detach``: not the runtime's child, out of reach of a kill of the
 runtime's children), and ``pid N`` comes before all (``tools.detached``). The command may not
 signal this process (``scope_signals``: a Landlock scope, ABI 6).
@@ -49,6 +49,13 @@ Standard library only, run with ``-I -S`` (no ``site``), imported (``python -c``
 compiled form cached, unlike a script's) by ``processes``; the sandbox launcher
 (``sandbox_exec``) loads it by path and calls ``run`` after restricting itself, so a sandboxed
 command costs no second interpreter.
+
+Its siblings: this file, ``reaper_ns``, ``sandbox_exec``, ``sandbox_shm`` and
+``sandbox_syscalls`` run standalone under ``python -I -S``, where the package cannot be
+imported. Their folder is put at the end of ``sys.path`` once, by what starts them
+(``processes.REAPER``'s command line; ``__main__`` here and in ``sandbox_exec``), and each
+loads another by name (``__import__``: nothing there can shadow the standard library, and
+nothing more is imported to do it). Three helpers each did both until session 27.
 """
 
 from __future__ import annotations
@@ -63,7 +70,6 @@ import time
 TYPE_CHECKING = False  # ``typing`` not imported: every import here costs every command
 if TYPE_CHECKING:
     import signal
-    from types import ModuleType
 else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M instructions)
     import _signal as signal
 
@@ -123,15 +129,6 @@ class _IntCall(_ctypes.CFuncPtr):
 
     _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
     _restype_ = _Int
-
-
-def namespaces() -> ModuleType:
-    """``reaper_ns``, loaded from this file's folder (as ``sandbox_exec.sibling``: the
-    launchers run with ``-I -S``, where the package cannot be imported)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.append(here)
-    return __import__("reaper_ns")
 
 
 class _Program:
@@ -233,11 +230,11 @@ def run(
     _lead_group(pid)  # in both: a stop forwarded at once reaches it
     quiet_stdio()  # the command's output pipe ends when the command's writers are gone
     code = _supervise(pid, status_fd, linger)
-    if namespaces().kill_all() if init else kill_all(listing):
+    if __import__("reaper_ns").kill_all() if init else kill_all(listing):
         _report(status_fd, "reaped")
     os.close(status_fd)
     if init:  # an init cannot end by a signal: its waiter ends as the shell did
-        namespaces().tell(code)
+        __import__("reaper_ns").tell(code)
     return end_as(code)
 
 
@@ -483,4 +480,5 @@ def failed(status_fd: int, detached: bool) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # (its siblings: see above)
     sys.exit(main(sys.argv[1:]))

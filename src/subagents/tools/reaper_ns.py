@@ -38,8 +38,8 @@ with EAGAIN) instead of taking the machine's pid table until the command's timeo
 6.14 the file is the machine's and is never written (no bound: a pids cgroup would, where one
 is delegated).
 
-Standard library only, loaded by path (the launchers run with ``-I -S``), beside ``reaper``,
-whose helpers it uses (``_reaper``: one copy of how a command's end is passed on); the C
+Standard library only, loaded by name beside ``reaper`` (its siblings: ``reaper``),
+whose helpers it uses (one copy of how a command's end is passed on); the C
 calls through the ``libc`` the caller gives (``ctypes.CDLL(None)``, or the reaper's cheaper
 ``_Libc``).
 """
@@ -47,12 +47,10 @@ calls through the ``libc`` the caller gives (``ctypes.CDLL(None)``, or the reape
 from __future__ import annotations
 
 import os
-import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
-    from types import ModuleType
     from typing import Any
 else:  # the C module, the same names (see ``reaper``)
     import _signal as signal
@@ -71,18 +69,9 @@ OWN_PID_MAX = (6, 14)
 """The first Linux whose ``pid_max`` is each PID namespace's (before it: the machine's)."""
 
 
-def _reaper() -> ModuleType:
-    """``reaper``, from this file's folder (loaded already by the launcher that runs this
-    code: ``sandbox_exec.sibling``): its stops, and how a command's end is passed on."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.append(here)
-    return __import__("reaper")
-
-
 def _waited() -> frozenset[int]:
     """What the init's waiter waits for: the runtime's stops and the init's end."""
-    return frozenset(_reaper().STOPS | {signal.SIGCHLD})
+    return frozenset(__import__("reaper").STOPS | {signal.SIGCHLD})
 
 
 def unshare(libc: Any) -> bool:
@@ -127,7 +116,7 @@ def become_init(libc: Any, status_fd: int, *, detached: bool) -> None:
         os._exit(0)
     os.close(said)
     os.close(status_fd)  # the init's alone: its end is the runtime's news
-    _reaper().quiet_stdio()  # the command's output pipe ends with the command's writers
+    __import__("reaper").quiet_stdio()  # the command's output pipe ends with the command's writers
     _wait(pid, go)
 
 
@@ -199,7 +188,7 @@ def _wait(init: int, told: int) -> None:
             break
     said = os.read(told, 32)
     code = int(said) if said.lstrip(b"-").isdigit() else os.waitstatus_to_exitcode(status)
-    os._exit(_reaper().end_as(code))
+    os._exit(__import__("reaper").end_as(code))
 
 
 def kill_all() -> bool:

@@ -284,17 +284,6 @@ def _find(name: str) -> str | None:
     return None
 
 
-def sibling(name: str) -> ModuleType:
-    """``sandbox_syscalls`` or ``sandbox_shm``, imported from the folder of this file: the
-    launcher runs with ``-I -S``, where the package cannot be imported (appended to
-    ``sys.path``, so nothing there can shadow the standard library; ``importlib.util`` would
-    cost more imports)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.append(here)
-    return __import__(name)
-
-
 def private_shm(
     writable: list[str], size: int | None, hidden: list[str], *, pid: bool, scratch: str | None
 ) -> bool:
@@ -306,7 +295,7 @@ def private_shm(
     asks for them only where its probe made a namespace, so a launch that could not make one
     now (a user's namespaces used up) must not run the command with them in reach).
     With ``pid``, a new PID namespace too where allowed (``reaper_ns``): whether it was."""
-    shm = sibling("sandbox_shm")
+    shm = __import__("sandbox_shm")
     libc = _libc()
     why = shm.enter(libc, size or shm.SIZE, pid=pid)
     entered = pid and why is None
@@ -337,7 +326,7 @@ def _own_pid_namespace() -> bool:
 def probe_private_shm() -> int:
     """Print ``ok`` when this process could get a private ``/dev/shm``, else why not."""
     try:
-        why = sibling("sandbox_shm").enter(_libc())
+        why = __import__("sandbox_shm").enter(_libc())
     except OSError as exc:
         why = str(exc)
     print(why or "ok")
@@ -384,7 +373,7 @@ def _status_fifo(path: str) -> int:
     """The status FIFO at ``path``, opened (``reaper.open_status``); when it cannot be (the
     runtime gone: no reader), this process ends with ``FAILED_EXIT``, nothing started."""
     try:
-        return int(sibling("reaper").open_status(path))
+        return int(__import__("reaper").open_status(path))
     except OSError as exc:
         print(f"subagents sandbox: no status pipe: {exc}", file=sys.stderr)
         raise SystemExit(FAILED_EXIT) from None
@@ -436,10 +425,10 @@ def main(argv: list[str]) -> int:
     if program is None:
         print(f"subagents sandbox: command not found: {command[0]!r}", file=sys.stderr)
         return 127
-    reaper = sibling("reaper") if status_fd is not None else None
+    reaper = __import__("reaper") if status_fd is not None else None
     try:
         abi = min(abi, KNOWN_ABI, kernel_abi())
-        limits = sibling("sandbox_syscalls")
+        limits = __import__("sandbox_syscalls")
         own_pid = reaper is not None and own_namespace
         pid = _namespaces(writable, shm, shm_size, listed, pid=own_pid)
         listing = _hold(reaper, status_fd, detached, pid)  # before Landlock: /proc
@@ -467,7 +456,7 @@ def _namespaces(
     if shm:
         scratch = listed["--own-scratch"][-1] if listed["--own-scratch"] else None
         return private_shm(writable, size, listed["--hide"], pid=pid, scratch=scratch)
-    return pid and bool(sibling("reaper_ns").unshare(_libc()))
+    return pid and bool(__import__("reaper_ns").unshare(_libc()))
 
 
 def _hold(reaper: ModuleType | None, status_fd: int | None, detached: bool, init: bool) -> int:
@@ -478,7 +467,7 @@ def _hold(reaper: ModuleType | None, status_fd: int | None, detached: bool, init
         return -1
     reaper.hold_lease()  # its line (``tools.lease_line``), before Landlock
     if init:
-        sibling("reaper_ns").become_init(_libc(), status_fd, detached=detached)
+        __import__("reaper_ns").become_init(_libc(), status_fd, detached=detached)
         return -1
     if detached:
         reaper.detach(status_fd)
@@ -496,4 +485,5 @@ def _exec(program: str, command: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # (its siblings: ``reaper``)
     sys.exit(main(sys.argv[1:]))
