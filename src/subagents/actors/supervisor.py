@@ -40,7 +40,7 @@ from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
-from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late_reports
+from subagents.actors.group_linger import COMMIT_DUE, NOTHING, GroupLinger, Records, late_reports
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage, poll_later
 from subagents.actors.pooled import Dispatcher
@@ -48,6 +48,7 @@ from subagents.actors.records_written import records_written
 from subagents.actors.run_status import status_of
 from subagents.actors.settle_line import SettleLine
 from subagents.actors.spawn_group import decide_together, groupable, spawns_end, step_spawn
+from subagents.actors.step_tail import StepTail
 from subagents.actors.sweeping import sweep
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -210,13 +211,14 @@ class SupervisorActor(FastInboxActor):
         self.settling = SettleLine(self._settle, self.actor_inbox.empty)
         self.linger = GroupLinger(timer, self.actor_ref, store)
         self.late = late_reports(self, timer)  # (after ``linger``: it reads its delay)
+        self.tail = StepTail(self, timer)  # (after ``late``: it reads its line)
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
             self.on_thread(threading.current_thread())
 
     def on_stop(self) -> None:
-        self.on_receive(COMMIT_DUE)  # the reports in line taken, the open group committed
+        receive(self, COMMIT_DUE)  # the held tail, the reports in line, the open group committed
 
     # ---- receiving -------------------------------------------------------------------------
 
@@ -224,6 +226,8 @@ class SupervisorActor(FastInboxActor):
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
         message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
+        if self.tail._held and message is not NOTHING and message is not COMMIT_DUE:
+            self.tail.take()  # a step's rest the line's reports left held: before ``message``
         kind = type(message)
         if kind is Batch:  # an agent's reports of one handling
             self._receive_batch(message.messages)
@@ -251,15 +255,12 @@ class SupervisorActor(FastInboxActor):
         return self._asked(message)
 
     def _root_spawns(self, first: SpawnRequest) -> None:
-        """A root spawn told, with the root spawns told behind it, decided as one group
-        (``actors.spawn_group``); a failure of the whole decision refuses each of them
-        (``_told_spawns``), and the supervisor goes on."""
+        """Root spawns told one behind another, decided as one group (``actors.spawn_group``);
+        a failed decision refuses each of them (``_told_spawns``); the supervisor goes on."""
         try:
             decide_together(self, first, self._asked, self._told_spawns)
-        except Exception:  # each told one was refused (and a bug logged): nothing more to do
-            # (logged again here: the error is the refusals' own if handing them out failed)
+        except Exception:  # each one refused, a bug logged (here too: the refusals' own error)
             log.debug("root spawns refused after a failed decision", exc_info=True)
-            return
 
     def _told_spawns(self, told: list[SpawnRequest], failed: BaseException | None) -> None:
         """The told root spawns of a group, decided: the outside hears it once for them all
@@ -282,10 +283,10 @@ class SupervisorActor(FastInboxActor):
 
     def _receive_batch(self, messages: tuple[Any, ...], more: bool = False) -> None:
         """A Batch's messages in order (``more``: as ``_receive``'s): each run of consecutive
-        SendMails (MailReads; journals and waiting reports: ``_RUNS``) in one core call, a
-        step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, a last step with its end in
-        one (``alone.last_steps``), the rest one by one; the late line's ``Records`` in one
-        core call, after what the settle line held; one that only settles its run is held."""
+        SendMails (MailReads; journals, waiting reports: ``_RUNS``) in one core call, a step's
+        spawns by up to ``STEP_SPAWNS_MOST`` (the rest held once they queue: ``step_tail``), a
+        last step with its end in one (``alone.last_steps``), the rest one by one; ``Records``
+        in one core call, after what the settle line held; one only settling its run is held."""
         if self.outage.failure is None:
             if type(messages) is Records:  # (``LateReports``)
                 self._settle()
@@ -308,7 +309,7 @@ class SupervisorActor(FastInboxActor):
                 j = spawns_end(messages, i)
                 if j - i > 1 and self.outage.failure is None:
                     self._step_spawns(messages[i:j])
-                    i = j
+                    i = n if self.tail.hold(messages[j:]) else j  # (held: ``actors.step_tail``)
                     continue
             if (j - i > 1 or same is not None) and self.outage.failure is None:
                 self._in_group(messages[i:j], more=more or j < n)  # (none held meanwhile)
