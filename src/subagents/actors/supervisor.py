@@ -225,7 +225,7 @@ class SupervisorActor(FastInboxActor):
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
-        message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
+        message = self.late.hand(self.tail.batch, self.tail.one, message)  # (group_linger)
         if self.tail._held and message is not NOTHING and message is not COMMIT_DUE:
             self.tail.take()  # a step's rest the line's reports left held: before ``message``
         kind = type(message)
