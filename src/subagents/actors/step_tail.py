@@ -13,12 +13,13 @@ So once a step's decision leaves runs queued, the rest of that step's ``Batch`` 
 spawns and whatever followed them) is held here and decided before the next message the
 supervisor handles, whatever it is (an ask, a run's end, a spawn of another run, a command
 poll, the close: ``actors.alone.receive``, ``SupervisorActor.on_stop``; a report of the line
-handed after it, ``batch``/``one``; a message handled after the line's reports:
-``SupervisorActor.on_receive``), or when ``TAIL_S`` has passed (the timer's ``TAIL_DUE``),
-whichever comes first. The deadline tick alone does not take it (it only moves deadlines of
-live runs into a line; a held run has none yet): every 100 ms, it fell inside the first
-wave. In order: the held messages are decided exactly as they
-would have been, only later, and nothing told after them is decided before them, so the
+handed after it: ``SupervisorActor._receive_batch``/``_receive`` look at ``_held`` first, an
+attribute read, no call more per report when nothing is held; a message handled after the
+line's reports: ``SupervisorActor.on_receive``), or when ``TAIL_S`` has passed (the timer's
+``TAIL_DUE``), whichever comes first. The deadline tick alone does not take it (it only moves
+deadlines of live runs into a line; a held run has none yet): every 100 ms, it fell inside
+the first wave. In order: the held messages are decided exactly as they would have been,
+only later, and nothing told after them is decided before them, so the
 queue's order (FIFO across every requester) holds, and every ask (``status``, a stop, the
 close's) sees them decided. Not held: a rest while reports wait in the line (``hold``).
 
@@ -58,17 +59,15 @@ TAIL_DUE = TailDue()
 class StepTail:
     """The rest of one step's ``Batch`` held back (at most one at a time)."""
 
-    __slots__ = ("_decide", "_held", "_key", "_line", "_one", "_queue", "_ref", "_timer", "delay")
+    __slots__ = ("_decide", "_held", "_key", "_line", "_queue", "_ref", "_timer", "delay")
 
     def __init__(self, supervisor: Any, timer: TimerService, delay: float | None = None) -> None:
         """``supervisor``: the ``SupervisorActor`` whose steps these are: its handling of a
-        Batch's messages (``_receive_batch``) and of one (``_receive``), the runs waiting for
-        a slot (its core's ``SlotPool.waiting[1]``, read only), its line of reports
-        (``LateReports``)."""
+        Batch's messages (``_receive_batch``), the runs waiting for a slot (its core's
+        ``SlotPool.waiting[1]``, read only), its line of reports (``LateReports``)."""
         self._timer = timer
         self._ref: pykka.ActorRef[Any] = supervisor.actor_ref
         self._decide: Callable[..., None] = supervisor._receive_batch
-        self._one: Callable[..., None] = supervisor._receive
         self._queue: Sized = supervisor.core.slots.waiting[1]
         self._line: Sized = supervisor.late._reports
         self._held: tuple[Any, ...] | None = None
@@ -99,17 +98,3 @@ class StepTail:
             self._decide(held)
         finally:
             self._held = None
-
-    def batch(self, messages: tuple[Any, ...], more: bool = False) -> None:
-        """A report of the line (``LateReports.hand``), a Batch's messages: after the tail
-        held, if any. A report an agent put while the line was being handed, behind the step
-        whose rest was held, is decided after that rest, not before it."""
-        if self._held:
-            self.take()
-        self._decide(messages, more)
-
-    def one(self, message: Any, *, more: bool) -> None:
-        """A report of the line alone (``LateReports.hand``): after the tail held, if any."""
-        if self._held:
-            self.take()
-        self._one(message, more=more)

@@ -225,7 +225,7 @@ class SupervisorActor(FastInboxActor):
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
-        message = self.late.hand(self.tail.batch, self.tail.one, message)  # (group_linger)
+        message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
         if self.tail._held and message is not NOTHING and message is not COMMIT_DUE:
             self.tail.take()  # a step's rest the line's reports left held: before ``message``
         kind = type(message)
@@ -287,6 +287,8 @@ class SupervisorActor(FastInboxActor):
         spawns by up to ``STEP_SPAWNS_MOST`` (the rest held once they queue: ``step_tail``), a
         last step with its end in one (``alone.last_steps``), the rest one by one; ``Records``
         in one core call, after what the settle line held; one only settling its run is held."""
+        if self.tail._held and messages:  # a report of the line after a held step (not NOTHING)
+            self.tail.take()
         if self.outage.failure is None:
             if type(messages) is Records:  # (``LateReports``)
                 self._settle()
@@ -321,6 +323,8 @@ class SupervisorActor(FastInboxActor):
     def _receive(self, message: Any, *, more: bool) -> None:
         """One told message, as if it had arrived alone; ``more``: the rest of its Batch
         follows, so the open group is not committed yet for want of queued messages."""
+        if self.tail._held:  # (as in ``_receive_batch``)
+            self.tail.take()
         if self.outage.failure is None:
             if self.settling.hold((message,), more):  # (else it decided what it held)
                 return
@@ -436,9 +440,8 @@ class SupervisorActor(FastInboxActor):
 
     def _in_group(self, run: tuple[Any, ...], *, more: bool) -> None:
         """Told reports (one, or a run of one Batch's messages decided in one core call:
-        ``_RUNS``) inside the open group, counted as ``len(run)`` messages;
-        ``more``: the Batch goes on after them. A run is not split, so that its events say
-        what the step did: a step's sends are one transaction."""
+        ``_RUNS``) inside the open group, counted as ``len(run)`` messages; ``more``: the Batch
+        goes on after them. A run is not split: its events say what the step did."""
         if self._grouped and self._grouped + len(run) > GROUP_MAX:
             self._commit_group()  # what is open goes first, as if the group were full
             if self.outage.failure is not None:  # that commit failed: these are dropped
