@@ -122,3 +122,37 @@ def test_a_runtime_closed_with_a_tail_held_keeps_every_childs_record(
     children = [r for r in store.list_runs() if r.agent == "held"]
     assert sorted(r.task for r in children) == sorted(f"c{i}" for i in range(CHILDREN))
     assert all(r.status.terminal for r in children), {r.status for r in children}
+
+
+def test_a_parent_stopped_while_its_steps_rest_is_held_stops_every_child_it_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stop is an ask: the held rest is decided before it, so the stop names and ends
+    every child of the step, none started or left queued after its parent ended."""
+    monkeypatch.setattr(step_tail, "TAIL_S", WAIT)
+    release = threading.Event()
+    store = MemoryStore()
+    spawned: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if event.agent == "held" and event.kind == EventKind.SPAWNED:
+            spawned.append(event.data["task"])
+
+    agents, limits = _fan_out(release)
+    try:
+        with Runtime(agents, store=store, limits=limits, command_poll_s=WAIT) as rt:
+            rt.subscribe(on_event)
+            parent = rt.spawn("parent", "go")
+            wait_until(lambda: len(spawned) >= STEP_SPAWNS_MOST, "the step's first decision")
+            stopped = rt.stop(parent.run_id)
+            release.set()
+            assert parent.result(WAIT).status == "cancelled"
+            children = rt.runs(agent="held")
+            assert len(stopped) == CHILDREN + 1, len(stopped)
+            assert sorted(r.task for r in children) == sorted(f"c{i}" for i in range(CHILDREN))
+            wait_until(
+                lambda: all(r.status.terminal for r in rt.runs(agent="held")), "every child ended"
+            )
+            assert {r.status for r in rt.runs(agent="held")} == {"cancelled"}
+    finally:
+        release.set()
