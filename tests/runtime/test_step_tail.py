@@ -56,10 +56,12 @@ def test_a_held_tail_is_decided_before_a_later_message_so_the_queue_keeps_its_or
             spawned.append(event.data["task"])
 
     agents, limits = _fan_out(release)
-    with Runtime(agents, store=MemoryStore(), limits=limits) as rt:
+    # (no command poll meanwhile: it is a message, and would take the tail before the spawn)
+    with Runtime(agents, store=MemoryStore(), limits=limits, command_poll_s=WAIT) as rt:
         rt.subscribe(on_event)
         parent = rt.spawn("parent", "go")
         wait_until(lambda: len(spawned) >= STEP_SPAWNS_MOST, "the step's first decision")
+        assert len(rt.runs(agent="held")) == STEP_SPAWNS_MOST  # the rest held: not decided
         late = rt.spawn("held", "late root")  # decided after the tail, not before it
         release.set()
         assert parent.result(WAIT).result == str(CHILDREN)
@@ -113,10 +115,11 @@ def test_a_runtime_closed_with_a_tail_held_keeps_every_childs_record(
 
     agents, limits = _fan_out(release)
     try:
-        with Runtime(agents, store=store, limits=limits) as rt:
+        with Runtime(agents, store=store, limits=limits, command_poll_s=WAIT) as rt:
             rt.subscribe(on_event)
             rt.spawn("parent", "go")
             wait_until(lambda: len(spawned) >= STEP_SPAWNS_MOST, "the step's first decision")
+            assert len(store.list_runs(agent="held")) == STEP_SPAWNS_MOST  # the rest held
     finally:
         release.set()
     children = [r for r in store.list_runs() if r.agent == "held"]
