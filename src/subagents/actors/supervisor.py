@@ -263,8 +263,7 @@ class SupervisorActor(FastInboxActor):
             log.debug("root spawns refused after a failed decision", exc_info=True)
 
     def _told_spawns(self, told: list[SpawnRequest], failed: BaseException | None) -> None:
-        """The told root spawns of a group, decided: the outside hears it once for them all
-        (their records are committed), or, when the decision failed, each its refusal."""
+        """Told root spawns decided: the outside hears once for all (committed), or each fails."""
         if failed is None:
             self.on_outside(SpawnsDecided(request_ids=tuple([r.request_id for r in told])))
             return
@@ -390,10 +389,9 @@ class SupervisorActor(FastInboxActor):
     def _halt(
         self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
     ) -> None:
-        """The store failed (or the lease is lost): the open group is rolled back, every run
-        stopped, every caller told (``actors.outage``). ``lost``: effects held for a group
-        whose commit failed: a root that ended in it is no longer among the core's runs, and
-        its end was not committed; its caller is told of the failure too."""
+        """The store failed (or the lease is lost): the open group rolled back, every run
+        stopped, every caller told (``actors.outage``). ``lost``: effects held for a group whose
+        commit failed (a root that ended in it, its end not committed: its caller told too)."""
         ended = [
             e.message.outcome.run_id
             for e in [*lost, *self._held]
@@ -554,8 +552,7 @@ class SupervisorActor(FastInboxActor):
                 raise
 
     def _lost(self, exc: Exception, effects: list[Effect]) -> None:
-        """A decision's writes failed with ``exc``, its ``effects`` lost with them: whoever
-        waited on a run it ended is told (``told_answers.write_failed``)."""
+        """A decision's writes and ``effects`` lost: its runs' waiters told (``write_failed``)."""
         told = (self.on_outside, self.effector.tell, self.store, self.core.runs)
         write_failed(exc, effects, self._halt, *told, self._apply, self._handle)
 
