@@ -31,6 +31,7 @@ from subagents.actors.deadlines import DEADLINES_DUE
 from subagents.actors.group_linger import COMMIT_DUE, ReportsDue
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.spawn_group import groupable
+from subagents.actors.step_tail import TAIL_DUE
 from subagents.messages import RunFinished, SpawnRequest, SpawnsDecided, StepTaken
 from subagents.store.base import StoreError
 from subagents.supervision.coalesce import coalesce
@@ -77,8 +78,11 @@ def receive(actor: SupervisorActor, message: Any) -> Any:
     ``on_receive``), one set lookup more; the deadline tick (``actors/deadlines``) first
     moves the deadlines kept into the line and tells those due, then goes on as any timer's
     message does (a ``COMMIT_DUE``: the late line taken, the open group committed)."""
-    if message is DEADLINES_DUE:
-        actor.effector.deadlines.due()
+    if actor.tail._held and (message is not DEADLINES_DUE or actor.late._reports):
+        actor.tail.take()  # a step's rest held (``actors.step_tail``): before anything else
+    if message is DEADLINES_DUE or message is TAIL_DUE:
+        if message is DEADLINES_DUE:
+            actor.effector.deadlines.due()
         return actor.on_receive(COMMIT_DUE)
     kind = type(message)
     if (

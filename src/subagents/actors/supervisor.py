@@ -40,7 +40,7 @@ from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
-from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late_reports
+from subagents.actors.group_linger import COMMIT_DUE, NOTHING, GroupLinger, Records, late_reports
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage, poll_later
 from subagents.actors.pooled import Dispatcher
@@ -48,6 +48,7 @@ from subagents.actors.records_written import records_written
 from subagents.actors.run_status import status_of
 from subagents.actors.settle_line import SettleLine
 from subagents.actors.spawn_group import decide_together, groupable, spawns_end, step_spawn
+from subagents.actors.step_tail import StepTail
 from subagents.actors.sweeping import sweep
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -210,13 +211,14 @@ class SupervisorActor(FastInboxActor):
         self.settling = SettleLine(self._settle, self.actor_inbox.empty)
         self.linger = GroupLinger(timer, self.actor_ref, store)
         self.late = late_reports(self, timer)  # (after ``linger``: it reads its delay)
+        self.tail = StepTail(self, timer)  # (after ``late``: it reads its line)
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
             self.on_thread(threading.current_thread())
 
     def on_stop(self) -> None:
-        self.on_receive(COMMIT_DUE)  # the reports in line taken, the open group committed
+        receive(self, COMMIT_DUE)  # the held tail, the reports in line, the open group committed
 
     # ---- receiving -------------------------------------------------------------------------
 
@@ -224,6 +226,8 @@ class SupervisorActor(FastInboxActor):
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
         message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
+        if self.tail._held and message is not NOTHING and message is not COMMIT_DUE:
+            self.tail.take()  # a step's rest the line's reports left held: before ``message``
         kind = type(message)
         if kind is Batch:  # an agent's reports of one handling
             self._receive_batch(message.messages)
@@ -251,19 +255,15 @@ class SupervisorActor(FastInboxActor):
         return self._asked(message)
 
     def _root_spawns(self, first: SpawnRequest) -> None:
-        """A root spawn told, with the root spawns told behind it, decided as one group
-        (``actors.spawn_group``); a failure of the whole decision refuses each of them
-        (``_told_spawns``), and the supervisor goes on."""
+        """Root spawns told one behind another, decided as one group (``actors.spawn_group``);
+        a failed decision refuses each of them (``_told_spawns``); the supervisor goes on."""
         try:
             decide_together(self, first, self._asked, self._told_spawns)
-        except Exception:  # each told one was refused (and a bug logged): nothing more to do
-            # (logged again here: the error is the refusals' own if handing them out failed)
+        except Exception:  # each one refused, a bug logged (here too: the refusals' own error)
             log.debug("root spawns refused after a failed decision", exc_info=True)
-            return
 
     def _told_spawns(self, told: list[SpawnRequest], failed: BaseException | None) -> None:
-        """The told root spawns of a group, decided: the outside hears it once for them all
-        (their records are committed), or, when the decision failed, each its refusal."""
+        """Told root spawns decided: the outside hears once for all (committed), or each fails."""
         if failed is None:
             self.on_outside(SpawnsDecided(request_ids=tuple([r.request_id for r in told])))
             return
@@ -282,10 +282,12 @@ class SupervisorActor(FastInboxActor):
 
     def _receive_batch(self, messages: tuple[Any, ...], more: bool = False) -> None:
         """A Batch's messages in order (``more``: as ``_receive``'s): each run of consecutive
-        SendMails (MailReads; journals and waiting reports: ``_RUNS``) in one core call, a
-        step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, a last step with its end in
-        one (``alone.last_steps``), the rest one by one; the late line's ``Records`` in one
-        core call, after what the settle line held; one that only settles its run is held."""
+        SendMails (MailReads; journals, waiting reports: ``_RUNS``) in one core call, a step's
+        spawns by up to ``STEP_SPAWNS_MOST`` (the rest held once they queue: ``step_tail``), a
+        last step with its end in one (``alone.last_steps``), the rest one by one; ``Records``
+        in one core call, after what the settle line held; one only settling its run is held."""
+        if self.tail._held and messages:  # a report of the line after a held step (not NOTHING)
+            self.tail.take()
         if self.outage.failure is None:
             if type(messages) is Records:  # (``LateReports``)
                 self._settle()
@@ -308,7 +310,7 @@ class SupervisorActor(FastInboxActor):
                 j = spawns_end(messages, i)
                 if j - i > 1 and self.outage.failure is None:
                     self._step_spawns(messages[i:j])
-                    i = j
+                    i = n if self.tail.hold(messages[j:]) else j  # (held: ``actors.step_tail``)
                     continue
             if (j - i > 1 or same is not None) and self.outage.failure is None:
                 self._in_group(messages[i:j], more=more or j < n)  # (none held meanwhile)
@@ -320,6 +322,8 @@ class SupervisorActor(FastInboxActor):
     def _receive(self, message: Any, *, more: bool) -> None:
         """One told message, as if it had arrived alone; ``more``: the rest of its Batch
         follows, so the open group is not committed yet for want of queued messages."""
+        if self.tail._held:  # (as in ``_receive_batch``)
+            self.tail.take()
         if self.outage.failure is None:
             if self.settling.hold((message,), more):  # (else it decided what it held)
                 return
@@ -385,10 +389,9 @@ class SupervisorActor(FastInboxActor):
     def _halt(
         self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
     ) -> None:
-        """The store failed (or the lease is lost): the open group is rolled back, every run
-        stopped, every caller told (``actors.outage``). ``lost``: effects held for a group
-        whose commit failed: a root that ended in it is no longer among the core's runs, and
-        its end was not committed; its caller is told of the failure too."""
+        """The store failed (or the lease is lost): the open group rolled back, every run
+        stopped, every caller told (``actors.outage``). ``lost``: effects held for a group whose
+        commit failed (a root that ended in it, its end not committed: its caller told too)."""
         ended = [
             e.message.outcome.run_id
             for e in [*lost, *self._held]
@@ -435,9 +438,8 @@ class SupervisorActor(FastInboxActor):
 
     def _in_group(self, run: tuple[Any, ...], *, more: bool) -> None:
         """Told reports (one, or a run of one Batch's messages decided in one core call:
-        ``_RUNS``) inside the open group, counted as ``len(run)`` messages;
-        ``more``: the Batch goes on after them. A run is not split, so that its events say
-        what the step did: a step's sends are one transaction."""
+        ``_RUNS``) inside the open group, counted as ``len(run)`` messages; ``more``: the Batch
+        goes on after them. A run is not split: its events say what the step did."""
         if self._grouped and self._grouped + len(run) > GROUP_MAX:
             self._commit_group()  # what is open goes first, as if the group were full
             if self.outage.failure is not None:  # that commit failed: these are dropped
@@ -550,8 +552,7 @@ class SupervisorActor(FastInboxActor):
                 raise
 
     def _lost(self, exc: Exception, effects: list[Effect]) -> None:
-        """A decision's writes failed with ``exc``, its ``effects`` lost with them: whoever
-        waited on a run it ended is told (``told_answers.write_failed``)."""
+        """A decision's writes and ``effects`` lost: its runs' waiters told (``write_failed``)."""
         told = (self.on_outside, self.effector.tell, self.store, self.core.runs)
         write_failed(exc, effects, self._halt, *told, self._apply, self._handle)
 
