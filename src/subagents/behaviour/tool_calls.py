@@ -133,7 +133,7 @@ class ToolCalls:
         # a bad ``network``: set-up fails (``_network_for``'s answer, without its frame)
         self._network = network_of(env, spec, record.ceiling, self.policy.mode)
         self._sandbox: RunSandbox | None = None
-        self._attempt: RunAttempt | None = None
+        self._attempt: RunAttempt | None = None  # (``attempt``)
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
@@ -155,8 +155,7 @@ class ToolCalls:
         return self._requester
 
     @property
-    def attempt(self) -> RunAttempt:
-        """This start of the run, its processes' key: made when first used, ended by ``close``."""
+    def attempt(self) -> RunAttempt:  # this start of the run, its processes' key (``close``)
         if self._attempt is None:
             self._attempt = RunAttempt(self.port.record.run_id)
         return self._attempt
@@ -406,8 +405,7 @@ class ToolCalls:
         about_to_block()  # files, subprocesses, MCP servers, a user's function: may wait
         content, is_error = self._run(use, tool, args, starting if journaled else None)
         if self.hooks is not None:
-            # the output as the model is shown it and the journal keeps it (a lone surrogate,
-            # which JSON cannot carry to a strict reader, as U+FFFD): not another text
+            # as the model is shown it (a lone surrogate, which JSON cannot carry, as U+FFFD)
             response = {"content": as_a_terminal_shows(content), "is_error": is_error}
             payload = {**self._payload(tool, args), "tool_response": response}
             post = self._hooks(self.hooks, "PostToolUse", payload, tool.name)
@@ -511,8 +509,7 @@ class ToolCalls:
         }
 
     def close(self) -> None:
-        """This start of the run ended: kill what it left (background shells), refuse its later
-        starts (a call still going). No attempt made (by a call, a hook): nothing started."""
+        """This start ended: kill what it left, refuse its later starts (none made: none ran)."""
         if self._attempt is not None and (killed := self.env.processes.end_attempt(self._attempt)):
             self.port.log.info("killed the run's processes", count=killed)
 
