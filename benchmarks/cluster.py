@@ -241,7 +241,9 @@ def main() -> None:
     ideal = children / limit * delay
 
     root = tempfile.mkdtemp(prefix="sa-cb-", dir="/tmp")
-    os.environ.update({**RAY_ENV, "RAY_TMPDIR": root})
+    # the cluster's own store (``same_node``'s third case) is the head's default one: in this
+    # run's temporary directory, never the user's (it wrote ~/.local/state/subagents before)
+    os.environ.update({**RAY_ENV, "RAY_TMPDIR": root, "SUBAGENTS_STATE_DIR": f"{root}/state"})
     import ray
     from ray.cluster_utils import Cluster
 
