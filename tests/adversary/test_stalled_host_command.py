@@ -21,54 +21,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))  # clikit
 
 from clikit import DEADLINE_S, Cli, finish
+from waiting_host import command_pid, gone, waiting_cli
 
-from ns_pids import GONE, NS, outer
+from ns_pids import GONE
 from polling import wait_until
-
-WAITER = f"""---
-name: waiter
-description: Starts a long Bash command, then says what it got.
-tools: Bash
-script:
-  - tool_calls:
-      - name: Bash
-        input:
-          command: "echo start >> log; echo $$ {NS} > pid; while [ ! -e go ]; do sleep 0.05; done; echo end >> log"
-  - text: "waiter got: {{result0}}"
----
-You wait.
-"""  # noqa: E501
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    given = Cli(tmp_path)
-    (given.agents / "waiter.md").write_text(WAITER, encoding="utf-8")
-    hosts: list[int] = []
-    given.hosts = hosts  # type: ignore[attr-defined]
-    yield given
-    (given.root / "go").write_text("")  # a command left ends by itself
-    for pid in hosts:
-        if pid > 0 and not _gone(pid):
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def _command(cli: Cli) -> int | None:
-    said = cli.root / "pid"
-    if not said.exists() or not said.read_text().strip():
-        return None
-    pid = outer(said.read_text())
-    assert pid > 0
-    return pid
+    yield from waiting_cli(tmp_path)
 
 
 def _locked(cli: Cli) -> bool:
@@ -121,8 +82,8 @@ def test_a_stalled_hosts_command_is_not_run_again_and_dies_with_its_fenced_host(
         wait_until(lambda: bool(store.list_approvals(run_id=run_id)), "the ask", DEADLINE_S)
         (ask,) = store.list_approvals(run_id=run_id)
     assert cli("approve", ask.approval_id).returncode == 0
-    wait_until(lambda: _command(cli) is not None, "the command started", DEADLINE_S)
-    command = _command(cli)
+    wait_until(lambda: command_pid(cli) is not None, "the command started", DEADLINE_S)
+    command = command_pid(cli)
     assert command is not None and command != GONE
     try:
         _stall_past_its_lease(cli, host, run_id)
@@ -132,11 +93,11 @@ def test_a_stalled_hosts_command_is_not_run_again_and_dies_with_its_fenced_host(
         assert run_id in msgspec.json.decode(out)["resumed"], out
         # its launcher killed it at the host's lease line, the host still stopped
         # (tools/lease_line.py: before session 27's e-lease27 it ran on until its host woke)
-        wait_until(lambda: _gone(command), "its command killed, its host stopped", DEADLINE_S)
+        wait_until(lambda: gone(command), "its command killed, its host stopped", DEADLINE_S)
     finally:
         os.kill(host, signal.SIGCONT)
-    wait_until(lambda: _gone(host), "the stalled host fenced and gone", DEADLINE_S, pace=0.05)
-    wait_until(lambda: _gone(command), "its command killed", DEADLINE_S, pace=0.05)
+    wait_until(lambda: gone(host), "the stalled host fenced and gone", DEADLINE_S, pace=0.05)
+    wait_until(lambda: gone(command), "its command killed", DEADLINE_S, pace=0.05)
     (cli.root / "go").write_text("")
     assert (cli.root / "log").read_text() == "start\n"  # once, and cut
     with cli.store() as store:

@@ -3,8 +3,8 @@ its lease while a Bash command of its run is under way has that command killed b
 reaper, while the host is still stopped and before `subagents resume` takes the run up; a
 host that keeps renewing keeps its long command running across many lease periods.
 
-(tests/adversary/test_stalled_host_command.py, e-adv27's, found the defect; its helpers are
-copied here, the stop made as tests/durability/test_fencing.py's.)"""
+(tests/adversary/test_stalled_host_command.py, e-adv27's, found the defect; the waiting host
+is both tests' ``waiting_host.py``; the stop made as tests/durability/test_fencing.py's.)"""
 
 from __future__ import annotations
 
@@ -16,62 +16,22 @@ from pathlib import Path
 import msgspec
 import pytest
 from clikit import DEADLINE_S, Cli, finish
+from waiting_host import command_pid, gone, waiting_cli
 
-from ns_pids import GONE, NS, outer
+from ns_pids import GONE
 from pgserver import stop_outside_a_transaction
 from polling import wait_until
-
-WAITER = f"""---
-name: waiter
-description: Starts a long Bash command, then says what it got.
-tools: Bash
-script:
-  - tool_calls:
-      - name: Bash
-        input:
-          command: "echo start >> log; echo $$ {NS} > pid; while [ ! -e go ]; do sleep 0.05; done; echo end >> log"
-  - text: "waiter got: {{result0}}"
----
-You wait.
-"""  # noqa: E501
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    given = Cli(tmp_path)
-    (given.agents / "waiter.md").write_text(WAITER, encoding="utf-8")
-    hosts: list[int] = []
-    given.hosts = hosts  # type: ignore[attr-defined]
-    yield given
-    (given.root / "go").write_text("")  # a command left ends by itself
-    for pid in hosts:
-        if pid > 0 and not _gone(pid):
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
-
-
-def _gone(pid: int) -> bool:
-    assert pid > 0
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    yield from waiting_cli(tmp_path)
 
 
 def _stopped(pid: int) -> bool:
     """Whether the process is stopped (state ``T`` in its stat)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rindex(")") + 2] == "T"
-
-
-def _command(cli: Cli) -> int | None:
-    said = cli.root / "pid"
-    if not said.exists() or not said.read_text().strip():
-        return None
-    pid = outer(said.read_text())
-    assert pid > 0
-    return pid
 
 
 def _orphaned(cli: Cli, run_id: str) -> bool:
@@ -99,8 +59,8 @@ def _started(cli: Cli, lease_s: str) -> tuple[str, int, int]:
         wait_until(lambda: bool(store.list_approvals(run_id=run_id)), "the ask", DEADLINE_S)
         (ask,) = store.list_approvals(run_id=run_id)
     assert cli("approve", ask.approval_id).returncode == 0
-    wait_until(lambda: _command(cli) is not None, "the command started", DEADLINE_S)
-    command = _command(cli)
+    wait_until(lambda: command_pid(cli) is not None, "the command started", DEADLINE_S)
+    command = command_pid(cli)
     assert command is not None and command != GONE
     return run_id, host, command
 
@@ -110,7 +70,7 @@ def test_a_stalled_hosts_command_dies_before_its_run_is_taken_up(cli: Cli) -> No
     try:
         _stall_past_its_lease(cli, host, run_id)
         # the host is stopped: nothing of it kills the command; its reaper does, by itself
-        wait_until(lambda: _gone(command), "the command killed", DEADLINE_S, pace=0.05)
+        wait_until(lambda: gone(command), "the command killed", DEADLINE_S, pace=0.05)
         assert _stopped(host)
         resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
         code, out, err = finish(resumed)
@@ -118,7 +78,7 @@ def test_a_stalled_hosts_command_dies_before_its_run_is_taken_up(cli: Cli) -> No
         assert run_id in msgspec.json.decode(out)["resumed"], out
     finally:
         os.kill(host, signal.SIGCONT)
-    wait_until(lambda: _gone(host), "the stalled host fenced and gone", DEADLINE_S, pace=0.05)
+    wait_until(lambda: gone(host), "the stalled host fenced and gone", DEADLINE_S, pace=0.05)
     (cli.root / "go").write_text("")
     assert (cli.root / "log").read_text() == "start\n"  # once, and cut
     with cli.store() as store:
@@ -142,9 +102,9 @@ def test_a_renewing_hosts_long_command_outlives_many_lease_periods(cli: Cli) -> 
             return lease.renewed_at >= first.renewed_at + 4 * lease_s
 
         wait_until(renewed_often, "four lease periods of renewals", DEADLINE_S, pace=0.2)
-    assert not _gone(command)  # no false kill: its line moved on with each renewal
+    assert not gone(command)  # no false kill: its line moved on with each renewal
     (cli.root / "go").write_text("")
-    wait_until(lambda: _gone(host), "the run ended and its host gone", DEADLINE_S, pace=0.05)
+    wait_until(lambda: gone(host), "the run ended and its host gone", DEADLINE_S, pace=0.05)
     assert (cli.root / "log").read_text() == "start\nend\n"
     with cli.store() as store:
         record = store.get_run(run_id)

@@ -211,18 +211,10 @@ def test_a_store_upgraded_before_session_27_is_known_by_its_shorter_message_sqli
 ) -> None:
     """A v14 file an older runtime upgraded keeps the trigger's message of then (the
     migration is not run again): the runtime knows it all the same."""
-    from subagents.store.migrations import _ended, _literal
-
     path = tmp_path / "runs.sqlite3"
     SQLiteStore(path).close()
     with sqlite3.connect(path) as conn:  # the trigger as session 26's v13_to_v14 made it
-        conn.execute("DROP TRIGGER runs_one_end")
-        conn.execute(
-            f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
-            WHEN {_ended("old")} AND {_ended("new")}
-                AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
-            BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
-        )
+        _session_26_trigger(conn)
     conn.close()
     with SQLiteStore(path) as store:
         said = _kept_refused(store)
@@ -260,19 +252,13 @@ def test_the_v15_upgrade_gives_a_store_of_session_26_the_message_telling_older_p
 ) -> None:
     """A v14 file upgraded by session 26's code has the trigger's shorter message; the v15
     upgrade (when an older process may still be running) makes it again with today's."""
-    from subagents.store.migrations import _ended, _literal
+    from subagents.store.migrations import _literal
     from subagents.store.schema import set_schema_version
 
     path = tmp_path / "runs.sqlite3"
     SQLiteStore(path).close()
     with sqlite3.connect(path) as conn:  # back to v14 as session 26 left it
-        conn.execute("DROP TRIGGER runs_one_end")
-        conn.execute(
-            f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
-            WHEN {_ended("old")} AND {_ended("new")}
-                AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
-            BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
-        )
+        _session_26_trigger(conn)
         set_schema_version(conn, 14)
     conn.close()
     SQLiteStore(path).close()  # upgrades to v15
@@ -282,3 +268,16 @@ def test_the_v15_upgrade_gives_a_store_of_session_26_the_message_telling_older_p
         ).fetchone()
     conn.close()
     assert _literal(SECOND_END + OLDER_PROCESS_STOP) in sql, sql  # (its quotes doubled)
+
+
+def _session_26_trigger(conn: sqlite3.Connection) -> None:
+    """``runs_one_end`` as session 26's ``v13_to_v14`` made it (its shorter message)."""
+    from subagents.store.migrations import _ended, _literal
+
+    conn.execute("DROP TRIGGER runs_one_end")
+    conn.execute(
+        f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
+        WHEN {_ended("old")} AND {_ended("new")}
+            AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
+        BEGIN SELECT RAISE(ABORT, {_literal(SECOND_END)}); END"""
+    )
