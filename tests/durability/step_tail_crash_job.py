@@ -2,7 +2,8 @@
 under a limit of one at a time, so that the step's first decision starts one and queues the
 rest, and the rest of the step is held (``actors/step_tail.py``, its timer set a minute off);
 the process dies (os._exit) in that window, with the first decision's children recorded and
-the rest not. It prints how many workers the store held when it died."""
+the rest not. It prints how many workers the store held when it died. A second argument:
+the parent's token budget (its children are each granted what it has left)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ def agents(hold: threading.Event | None) -> list[FunctionAgent]:
     return [FunctionAgent.create("worker", worker), FunctionAgent.create("parent", parent)]
 
 
-def main(db: str) -> None:
+def main(db: str, budget: int | None) -> None:
     step_tail.TAIL_S = 60.0  # the held rest waits for a message, and none comes
     spawned = threading.Semaphore(0)
     rt = Runtime(agents(threading.Event()), store=SQLiteStore(db), limits=LIMITS, command_poll_s=60)
     rt.subscribe(
         lambda e: spawned.release() if (e.kind, e.agent) == ("spawned", "worker") else None
     )
-    rt.spawn("parent", "go")
+    rt.spawn("parent", "go", token_budget=budget)
     for _ in range(STEP_SPAWNS_MOST):
         assert spawned.acquire(timeout=60)
     print(len(SQLiteStore(db).list_runs(agent="worker")), flush=True)
@@ -49,4 +50,4 @@ def main(db: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)

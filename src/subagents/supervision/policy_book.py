@@ -133,6 +133,9 @@ class PolicyBook:
         except (PolicyError, HandDownError) as exc:
             raise PolicyRefused(str(exc)) from None
         max_retries = policy.max_retries if req.max_retries is None else req.max_retries
+        if parent is not None and _budgeted(parent) and not self.budgets.known(parent.run_id):
+            # a restored parent spawning before its first step (a replay): in the ledger first
+            self._register_restored(parent.run_id)
         try:
             budget = None
             if _no_budget(req, spec, policy, self.limits):
@@ -305,3 +308,8 @@ def _json_dict(shared: Any) -> dict[str, Any]:
         # named, never out of the supervisor's handling
         raise PolicyError(f"shared context must be JSON data: {exc}") from None
     return decoded
+
+
+def _budgeted(state: RunState) -> bool:
+    """Whether ``state``'s record has a budget (a restored one enters the ledger late)."""
+    return state.record.token_budget is not None or state.record.cost_budget_usd is not None
