@@ -83,8 +83,8 @@ def test_a_background_shells_daemon_dies_when_the_line_passes_unrenewed(
 def test_a_line_read_during_a_write_is_read_again(
     repo: Path, processes: ProcessGroups, line: LeaseLine
 ) -> None:
-    with open(line.path, "r+b") as f:  # half of 0 (long past), half of a far future
-        f.write(bytes(8) + round((clock() + 3600) * 1e9).to_bytes(8, "little"))
+    assert line._fd is not None  # half of 0 (long past), half of a far future
+    os.pwrite(line._fd, bytes(8) + round((clock() + 3600) * 1e9).to_bytes(8, "little"), 0)
     go, started = repo / "go", repo / "started"
     command = f"echo $$ {NS} > {started}; while [ ! -e {go} ]; do sleep 0.05; done"
     process = processes.start(command, cwd=repo, run_id="r1")
@@ -100,16 +100,13 @@ def test_the_keepers_line_comes_before_its_lease_lapses(tmp_path: Path) -> None:
     lost = threading.Event()
     keeper = LeaseKeeper(store, "me", 0.3, on_lost=lambda _: lost.set(), line=line)
     try:
-        with open(line.path, "rb") as f:
-            first = f.read()
+        first = os.pread(line.reader, 16, 0)
 
         def renewed() -> bool:
-            with open(line.path, "rb") as f:
-                return f.read() != first
+            return os.pread(line.reader, 16, 0) != first
 
         wait_until(renewed, what="a renewal published")
-        with open(line.path, "rb") as f:
-            data = f.read()
+        data = os.pread(line.reader, 16, 0)
         (lease,) = store.leases()
     finally:
         keeper.close()
@@ -120,7 +117,8 @@ def test_the_keepers_line_comes_before_its_lease_lapses(tmp_path: Path) -> None:
     # a quarter of the lease before its lapse on the boot clock, or earlier (taken before)
     assert published <= lease.expires_boot - 0.3 / 4
     assert not lost.is_set()
-    assert not Path(line.path).exists()  # removed with the lease
+    with pytest.raises(OSError):  # let go with the lease (its descriptors closed)
+        os.fstat(line.reader)
 
 
 def test_a_hook_under_way_dies_when_the_line_passes_unrenewed(repo: Path, line: LeaseLine) -> None:
@@ -167,7 +165,7 @@ def test_a_line_that_cannot_be_written_stops_no_renewal(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.sqlite3")
     keeper = LeaseKeeper(store, "me", 0.3, on_lost=lambda _: None, line=line)
     writable = line._fd
-    line._fd = os.open(line.path, os.O_RDONLY)  # its writes fail (EBADF): a full disk's
+    line._fd = os.dup(line.reader)  # read-only: its writes fail (EBADF), as a full disk's
     try:
         (first,) = store.leases()
 
@@ -183,3 +181,20 @@ def test_a_line_that_cannot_be_written_stops_no_renewal(tmp_path: Path) -> None:
         line._fd = writable
         keeper.close()
         store.close()
+
+
+def test_the_line_has_no_name_and_reaches_no_command(
+    tmp_path: Path, repo: Path, processes: ProcessGroups, line: LeaseLine
+) -> None:
+    """The line is a file with no name (nothing to find and rewrite by a run whose sandbox may
+    write the temp directory, nothing left by a host killed with SIGKILL: last read of session
+    27), and the descriptor a launcher inherits is not its command's."""
+    assert not list(tmp_path.glob("subagents-lease-*"))
+    out = repo / "fds"
+    number = line.environment["SUBAGENTS_LEASE_LINE"]
+    command = f"ls -l /proc/$$/fd > {out}; echo ${{SUBAGENTS_LEASE_LINE:-none}} >> {out}"
+    process = processes.start(command, cwd=repo, run_id="r1")
+    assert process.popen.wait(timeout=60) == 0
+    seen = out.read_text()
+    assert "subagents-lease" not in seen, seen  # the command holds no descriptor of it
+    assert seen.splitlines()[-1] == "none", number  # nor its number

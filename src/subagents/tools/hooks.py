@@ -42,6 +42,7 @@ from subagents.blocking import about_to_block
 from subagents.models.base import CancelSignal
 from subagents.tools.detached import DetachedReaper, detaches
 from subagents.tools.held import said_exit, status_pipe, stop_held
+from subagents.tools.lease_line import fds_of
 from subagents.tools.processes import (
     KILL_GRACE_S,
     POLL_S,
@@ -245,7 +246,7 @@ def _run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=(told,) if told >= 0 else (),
+            pass_fds=((told,) if told >= 0 else ()) + fds_of(lease_env),
         )
     except BaseException:
         _close(status, feed)

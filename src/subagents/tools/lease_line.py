@@ -18,12 +18,16 @@ it read, and kills all its command started when the deadline passes without a re
 (``reaper.lease_left``). A renewal that fails publishes nothing: the commands die a margin
 before the lease itself would lapse.
 
-The line is one small file (``0600``, removed at close) rewritten in place, not by rename: a
-sandboxed reaper opened it before Landlock restricted it, and may open nothing after. Its
-16 bytes are the deadline in nanoseconds twice; a reader that finds the halves differ (it
-read during a write) reads again (``reaper._deadline``). Its name reaches a reaper in its
-environment (``reaper.LEASE_VARIABLE``), taken out before its command starts.
-
+The line is one small file with no name: made (``0600``) and unlinked at once, it is held
+by two descriptors of the runtime's, one to write it and one read-only that each launcher
+inherits (``Popen(pass_fds=...)``, its number in the launcher's environment:
+``reaper.LEASE_VARIABLE``, taken out before its command starts, and the descriptor made
+close-on-exec there, so the command gets neither). Why no name (last read of session 27): a
+named file in the temp directory could be found and rewritten by a run whose sandbox may write
+there (``Sandbox(writable=["/tmp"])``: it kept its commands alive past the line, or killed a
+whole runtime's), and a host killed with SIGKILL left its file behind for good. It is rewritten
+in place, never replaced: its 16 bytes are the deadline in nanoseconds twice; a reader that
+finds the halves differ (it read during a write) reads again (``reaper._deadline``).
 Bash commands, background shells and hooks' commands get the line (``ProcessGroups.lease_env``);
 stdio MCP servers do not: a server acts when asked, and a stalled host asks nothing.
 
@@ -39,6 +43,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 
 from subagents.tools import reaper
 
@@ -61,14 +66,22 @@ class LeaseLine:
     """The file a runtime publishes its lease line in, for its commands' reapers."""
 
     def __init__(self, directory: str | None = None) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="subagents-lease-", dir=directory)
+        fd, path = tempfile.mkstemp(prefix="subagents-lease-", dir=directory)
+        try:
+            self.reader = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            os.unlink(path)  # no name: nothing to find, nothing left by a killed host
         self._fd: int | None = fd
         self._lock = threading.Lock()
 
     @property
     def environment(self) -> dict[str, str]:
-        """What a command's environment carries for its reaper to find the line."""
-        return {reaper.LEASE_VARIABLE: self.path}
+        """What a launcher's environment carries for it to find the line: the number of the
+        read-only descriptor it inherits (``fds_of``)."""
+        return {reaper.LEASE_VARIABLE: str(self.reader)}
 
     def publish(self, at: float) -> None:
         """Say the deadline ``at`` (a ``clock()`` reading); nothing once closed."""
@@ -78,10 +91,17 @@ class LeaseLine:
                 os.pwrite(self._fd, half + half, 0)
 
     def close(self) -> None:
-        """Remove the line (every command of the runtime has been killed by now)."""
+        """Let the line go (every command of the runtime has been killed by now)."""
         with self._lock:
             fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
             with contextlib.suppress(OSError):
-                os.unlink(self.path)
+                os.close(self.reader)
+
+
+def fds_of(environment: Mapping[str, str] | None) -> tuple[int, ...]:
+    """The descriptors a launcher given ``environment`` must inherit: the line's, if it names
+    one (``LeaseLine.environment``)."""
+    given = (environment or {}).get(reaper.LEASE_VARIABLE)
+    return (int(given),) if given else ()

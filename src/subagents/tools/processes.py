@@ -51,6 +51,7 @@ from subagents.models.base import CancelSignal
 from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
+from subagents.tools.lease_line import fds_of
 from subagents.tools.process import Process, stop_reaper
 from subagents.tools.run_starts import RunAttempt, RunEnding, RunStarts
 from subagents.tools.sandbox import RunSandbox
@@ -125,7 +126,7 @@ class ProcessGroups:
         self._leftovers: dict[str, list[Process]] = {}
         """By run: forgotten processes never reaped (a background shell that ended, read by
         BashOutput; its reaper holds its daemons): what they left dies with the run."""
-        self.lease_env: dict[str, str] = {}  # the lease line's name (``tools.lease_line``)
+        self.lease_env: dict[str, str] = {}  # the lease line's descriptor (``tools.lease_line``)
         self.shells = ShellSlots(shell_limits or ShellLimits())
         """The background shells holding a slot: how many a run, and all, may hold."""
 
@@ -237,7 +238,7 @@ class ProcessGroups:
                 stdout=pipe,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=(told,) if told >= 0 else (),
+                pass_fds=((told,) if told >= 0 else ()) + fds_of(self.lease_env),
             )
         except BaseException:
             _close(source, fd, status)

@@ -332,12 +332,16 @@ def _supervise(shell: int, status_fd: int, linger: bool) -> int:
 
 
 def hold_lease() -> None:
-    """Open the host's lease line, if its environment names one (taken out: not the
-    command's), before the sandbox restricts this process; an ``OSError`` when it cannot
-    be opened (nothing starts)."""
+    """Take the host's lease line, if its environment names one (taken out: not the
+    command's): the descriptor this process inherited, made close-on-exec (its command
+    does not get it), before the sandbox restricts this process; an ``OSError`` when it is
+    not open (nothing starts)."""
     global _lease
     if line := os.environ.pop(LEASE_VARIABLE, None):
-        _lease = os.open(line, os.O_RDONLY | os.O_CLOEXEC)
+        fd = int(line)
+        os.fstat(fd)  # (OSError: not open)
+        os.set_inheritable(fd, False)
+        _lease = fd
 
 
 def lease_left() -> float | None:
