@@ -68,6 +68,9 @@ def test_each_weakness_is_said() -> None:
     (alone,) = checks(msgspec.structs.replace(whole, abi=0))
     assert (alone.name, alone.state) == ("landlock", "off")
     assert "the run store included" in alone.says
+    unsandboxed = checks(msgspec.structs.replace(whole, abi=0, home_error="it belongs to uid 7"))
+    # (an unsandboxed runtime's commands and hooks meet a refused home too: it is said)
+    assert [(c.name, c.state) for c in unsandboxed] == [("landlock", "off"), ("scratch", "off")]
     weak = checks(
         msgspec.structs.replace(
             whole, abi=3, filter_known=False, machine="riscv64", home_error="it belongs to uid 7"

@@ -122,3 +122,29 @@ def test_a_home_that_is_a_symlink_or_another_users_is_refused_with_what_to_do(
     home.chmod(0o777)
     made = make_dir(MCP_DIR, opened)
     assert (made.parent, home.stat().st_mode & 0o777) == (home, 0o700)  # ours: made private
+
+
+def test_a_refused_home_leaves_a_runs_stop_hooks_not_run_and_the_run_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A home the runtime refuses (here a symlink in the temp directory) makes a Stop hook's
+    temporary directory fail: the hooks are not run (logged), as a hook that cannot start,
+    and the run ends as its model said (last read of session 27: it crashed, "agent crashed
+    ... ScratchHomeError", sandboxed or not); a tool call's hooks still fail closed."""
+    elsewhere, root = tmp_path / "elsewhere", tmp_path / "tmp"
+    elsewhere.mkdir()
+    root.mkdir()
+    (root / f"subagents-{os.getuid()}").symlink_to(elsewhere)
+    monkeypatch.setattr("tempfile.tempdir", str(root))  # (as TMPDIR at the process's start)
+    mark = tmp_path / "stop-hook-ran"
+    stop = "hooks:\n  Stop:\n    - hooks:\n        - type: command\n"
+    stop += f"          command: touch {mark}\n"
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "a.md").write_text(f"---\nname: a\ndescription: An agent.\n{stop}---\nAct.\n")
+    model = ScriptedModel({"a": ["done"]})
+    with Runtime(model=model, workspace=tmp_path, agent_dirs=[agents], allow_hooks=True) as rt:
+        outcome = rt.run("a", "go", wait=WAIT)
+    assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "done"), outcome
+    assert not mark.exists()
+    assert list(elsewhere.iterdir()) == []

@@ -169,10 +169,8 @@ class ToolCalls:
 
     @property
     def sandbox(self) -> RunSandbox:
-        """How the run's processes start: made when the first process is to start (a tool,
-        a hook, an MCP server), not at the run's start: finding the workspace's git
-        directories reads the file system, and most runs (a child without tools) start no
-        process."""
+        """How the run's processes start: made at the first (a tool, a hook, an MCP server):
+        finding its git directories reads files, and most runs start no process."""
         if self._sandbox is None:
             self._sandbox = self._sandbox_for(self.policy.mode)
         return self._sandbox
@@ -251,11 +249,9 @@ class ToolCalls:
         )
 
     def execute(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
-        """Run one call through the whole path; (content, is_error) for the model. (An ask
-        goes to the handler here; ``decide`` + ``run_allowed`` let the caller route it to
-        the parent instead.)
-
-        ``ToolCrash`` when a tool raises something other than ``ToolError``."""
+        """Run one call through the whole path; (content, is_error) for the model (an ask goes
+        to the handler here; ``decide`` + ``run_allowed`` let the caller route it to the
+        parent); ``ToolCrash`` when a tool raises something other than ``ToolError``."""
         decision = self.decide(use, tool, parent_may_answer=False)
         if not decision.allowed:
             return self.denied(tool, decision.reason)
@@ -344,10 +340,9 @@ class ToolCalls:
         )
 
     def _remembered(self, use: ToolUseBlock, tool: Tool) -> Decision | None:
-        """An ask answered by an allow rule remembered for the run's tree with an approval
-        (``approve --remember``), or None. It answers only what a person would have been
-        asked (so it never widens the tree's ceiling: what is denied stays denied), and
-        never a question, a plan or a command leaving the sandbox."""
+        """An ask answered by an allow rule remembered for the run's tree (``approve
+        --remember``), or None: only what a person would have been asked (what is denied
+        stays denied), never a question, a plan or a command leaving the sandbox."""
         arguments = _arguments(use)
         remembered = self.env.remembered
         if remembered is None or tool.name in (ask_user.NAME, plan_mode.NAME):
@@ -493,7 +488,11 @@ class ToolCalls:
         if self.hooks is None or not self.has_stop_hooks:
             return None
         payload = {"session_id": self.port.record.run_id, "stop_hook_active": active}
-        outcome = self._hooks(self.hooks, "Stop", payload, None)
+        try:  # (its temp dir refused, the scratch home's: not run, as a hook that fails)
+            outcome = self._hooks(self.hooks, "Stop", payload, None)
+        except ToolError as exc:
+            self.port.log.warning("stop hooks not run", error=str(exc))
+            return None
         return outcome.reason if outcome.blocked else None
 
     def temp_dir(self) -> Path:

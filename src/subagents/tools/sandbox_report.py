@@ -60,17 +60,16 @@ def found() -> Found:
 
 def checks(machine: Found) -> list[Check]:
     """Each part's state and what it means for a run's commands, hooks and MCP servers."""
-    if machine.abi == 0:
-        return [
-            Check(
-                "landlock",
-                "off",
-                "the kernel offers no Landlock: commands, hooks and MCP servers run with the"
-                " user's rights (they can write every file the user can, the run store"
-                " included); plan-mode runs start none. Use Linux 5.13+ with Landlock"
-                " enabled (lsm=landlock,...)",
-            )
-        ]
+    if machine.abi == 0:  # (the scratch home is theirs all the same: said when refused)
+        off = Check(
+            "landlock",
+            "off",
+            "the kernel offers no Landlock: commands, hooks and MCP servers run with the"
+            " user's rights (they can write every file the user can, the run store"
+            " included); plan-mode runs start none. Use Linux 5.13+ with Landlock"
+            " enabled (lsm=landlock,...)",
+        )
+        return [off] if machine.home_error is None else [off, _scratch(machine)]
     found = [Check("landlock", "ok", f"ABI {machine.abi}: commands write only where their run may")]
     if machine.abi >= 4:
         found.append(Check("network", "ok", "Sandbox(network=...) can turn it off per mode"))
@@ -90,11 +89,14 @@ def checks(machine: Found) -> list[Check]:
             )
         )
     found.append(_namespace(machine))
-    if machine.home_error is None:
-        found.append(Check("scratch", "ok", f"{machine.home}: private (0700), the user's"))
-    else:
-        found.append(Check("scratch", "off", machine.home_error))
+    found.append(_scratch(machine))
     return found
+
+
+def _scratch(machine: Found) -> Check:
+    if machine.home_error is None:
+        return Check("scratch", "ok", f"{machine.home}: private (0700), the user's")
+    return Check("scratch", "off", machine.home_error)
 
 
 def _namespace(machine: Found) -> Check:
