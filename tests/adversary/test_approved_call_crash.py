@@ -20,8 +20,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))  # clikit
 
 from clikit import DEADLINE_S, Cli, finish
+from waiting_host import command_pid, gone
 
-from ns_pids import GONE, NS, outer
+from ns_pids import GONE, NS
 from polling import wait_until
 
 SLOW_WRITER = f"""---
@@ -62,29 +63,11 @@ def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cli]:
     given.hosts = hosts  # type: ignore[attr-defined]
     yield given
     for pid in hosts:
-        if pid > 0 and not _gone(pid):
+        if pid > 0 and not gone(pid):
             os.kill(pid, signal.SIGKILL)
-    command = _command(given)
-    if command is not None and command != GONE and not _gone(command):
+    command = command_pid(given)
+    if command is not None and command != GONE and not gone(command):
         os.killpg(command, signal.SIGKILL)  # (its own process group, checked > 0 above)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def _command(cli: Cli) -> int | None:
-    """The pid out here of the approved command (read from what it wrote), if it wrote it."""
-    said = cli.root / "pid"
-    if not said.exists() or not said.read_text().strip():
-        return None
-    pid = outer(said.read_text())
-    assert pid > 0
-    return pid
 
 
 def _asked(cli: Cli, run_id: str) -> str:
@@ -114,14 +97,14 @@ def test_an_approved_call_killed_mid_way_is_not_run_again_after_resume(cli: Cli)
     approval_id = _asked(cli, run_id)
     approved = cli("approve", approval_id)
     assert approved.returncode == 0, approved.stderr
-    wait_until(lambda: _command(cli) is not None, "the approved command started", DEADLINE_S)
-    command = _command(cli)
+    wait_until(lambda: command_pid(cli) is not None, "the approved command started", DEADLINE_S)
+    command = command_pid(cli)
     assert command is not None and command != GONE
 
     os.kill(host, signal.SIGKILL)  # mid call: its journal entry written, its result not
-    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    wait_until(lambda: gone(host), "the host gone", DEADLINE_S, pace=0.02)
     # the promise of docs/tools.md: the launcher kills a dead runtime's command
-    wait_until(lambda: _gone(command), "the killed host's command killed", DEADLINE_S)
+    wait_until(lambda: gone(command), "the killed host's command killed", DEADLINE_S)
 
     resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
     code, out, err = finish(resumed)
@@ -156,7 +139,7 @@ def test_an_answer_its_host_never_took_is_taken_once_after_a_crash(cli: Cli) -> 
         assert approved.returncode == 0, approved.stderr
     finally:
         os.kill(host, signal.SIGKILL)  # (a stopped process dies of SIGKILL too)
-    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    wait_until(lambda: gone(host), "the host gone", DEADLINE_S, pace=0.02)
     assert not (cli.root / "out.txt").exists()  # not run by the stopped host
 
     resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
@@ -182,12 +165,12 @@ def test_a_call_cut_by_a_crash_reads_as_unknown_in_a_continuation_not_as_never_r
     run_id, host = _detach(cli, "writer")
     approved = cli("approve", _asked(cli, run_id))
     assert approved.returncode == 0, approved.stderr
-    wait_until(lambda: _command(cli) is not None, "the approved command started", DEADLINE_S)
-    command = _command(cli)
+    wait_until(lambda: command_pid(cli) is not None, "the approved command started", DEADLINE_S)
+    command = command_pid(cli)
     assert command is not None and command != GONE
     os.kill(host, signal.SIGKILL)
-    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
-    wait_until(lambda: _gone(command), "the killed host's command killed", DEADLINE_S)
+    wait_until(lambda: gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    wait_until(lambda: gone(command), "the killed host's command killed", DEADLINE_S)
     stopped = cli("stop", run_id)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
@@ -216,7 +199,7 @@ def test_two_resumes_at_once_take_the_run_once_and_run_the_approved_call_once(
     run_id, host = _detach(cli, "quick")
     approval_id = _asked(cli, run_id)
     os.kill(host, signal.SIGKILL)
-    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    wait_until(lambda: gone(host), "the host gone", DEADLINE_S, pace=0.02)
     approved = cli("approve", approval_id)
     assert approved.returncode == 0, approved.stderr
 
@@ -274,12 +257,12 @@ def test_an_approval_taken_then_a_crash_before_the_journal_runs_the_call_once(
     assert isinstance(host, int) and host > 0
     cli.hosts.append(host)  # type: ignore[attr-defined]
     assert cli("approve", _asked(cli, run_id)).returncode == 0
-    wait_until(lambda: _command(cli) is not None, "the hook running", DEADLINE_S)
-    hook = _command(cli)
+    wait_until(lambda: command_pid(cli) is not None, "the hook running", DEADLINE_S)
+    hook = command_pid(cli)
     assert hook is not None and hook != GONE
     os.kill(host, signal.SIGKILL)
-    wait_until(lambda: _gone(host), "the host gone", DEADLINE_S, pace=0.02)
-    wait_until(lambda: _gone(hook), "the hook killed", DEADLINE_S)
+    wait_until(lambda: gone(host), "the host gone", DEADLINE_S, pace=0.02)
+    wait_until(lambda: gone(hook), "the hook killed", DEADLINE_S)
     assert not (cli.root / "out.txt").exists()
 
     resumed = cli.start("resume", "--agents", str(cli.agents), "--json", "--allow-hooks")
