@@ -3,6 +3,7 @@ conftest, prepend import mode), so tests import the helpers here (``corpora``) b
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -132,6 +133,21 @@ def structlog_as_it_was() -> Iterator[None]:
         structlog.configure(**saved)
     else:
         structlog.reset_defaults()
+
+
+@pytest.fixture
+def every_log() -> structlog.testing.LogCapture:
+    """Every log line at every level, whatever an earlier test configured (the package's
+    default filters below WARNING, and ``capture_logs`` keeps the level filter it finds: a
+    test waiting on an info line saw it or not by the order tests ran in, in CI);
+    ``structlog_as_it_was`` restores the configuration after."""
+    capture = structlog.testing.LogCapture()
+    structlog.configure(
+        processors=[capture],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        cache_logger_on_first_use=False,
+    )
+    return capture
 
 
 @pytest.fixture(scope="session", autouse=True)

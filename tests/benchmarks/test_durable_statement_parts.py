@@ -20,6 +20,7 @@ VARIANTS = {
     "no_journal",
     "bare_no_sender_index",
     "store_no_sender_index",
+    "store_receipt_index",
 }
 
 

@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,11 @@ class Observed:
             for e in self.events
             if e.kind == kind and (agent is None or e.agent == agent) and e.agent != but
         )
+
+    def wait_until(self, check: Callable[[], bool], what: str) -> None:
+        """Until ``check`` (read under the events' lock) holds."""
+        with self._seen:
+            assert self._seen.wait_for(check, WAIT_S), f"never: {what}"
 
     def wait_for(self, kind: EventKind, n: int, agent: str | None = None, *, but: str = "") -> None:
         with self._seen:

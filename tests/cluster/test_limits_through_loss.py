@@ -97,13 +97,18 @@ def test_runs_working_on_a_lost_host_start_again_within_the_limit_and_the_queue_
         killed.set()  # (nothing starts until a slot frees, and none frees before the kill)
         os.kill(pid, signal.SIGKILL)
         observed.wait_for(EventKind.RESTARTED, 2, "child")  # the two moved (and the lead)
+
         # and started again (2 before the loss, 2 after): under load (CI) their starts were
         # not yet published at the ``stats`` below, ``again`` was empty, nothing counted
-        observed.wait_for(EventKind.STARTED, 4, "child")
+        # (waited for as read: "4 child starts in all" let CI read none after the loss, twice,
+        # in sessions 24 and 27: KeyError 'working')
+        def started_again() -> list[str]:
+            after = events[before:]
+            return [e.run_id for e in after if e.kind == EventKind.STARTED and e.agent == "child"]
+
+        observed.wait_until(lambda: len(started_again()) >= 2, "two child starts after the loss")
         rt.stats()  # the loss's whole decision is published (events are, on its thread)
-        again = [
-            e.run_id for e in events[before:] if e.kind == EventKind.STARTED and e.agent == "child"
-        ]
+        again = started_again()
         for run_id in again:
             assert arrived[store.get_run(run_id).task].wait(WAIT_S), run_id
         at_once = tally.peak()["working"]  # every run started after the loss is in there

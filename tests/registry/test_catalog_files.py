@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from structlog.testing import LogCapture
 
 from subagents.definitions import DefinitionLoader, default_sources
@@ -28,19 +25,9 @@ def make_loader(tmp_path: Path, *dirs: Path) -> DefinitionLoader:
 
 
 @pytest.fixture
-def logs() -> Iterator[LogCapture]:
+def logs(every_log: LogCapture) -> LogCapture:
     """Every log line at every level (the package's default filters below WARNING)."""
-    saved = structlog.get_config()
-    capture = LogCapture()
-    structlog.configure(
-        processors=[capture],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        cache_logger_on_first_use=False,
-    )
-    try:
-        yield capture
-    finally:
-        structlog.configure(**saved)
+    return every_log
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
+from structlog.testing import LogCapture
 
 from marked import marked, new_mark
 from polling import wait_until
@@ -37,7 +37,7 @@ WAIT = 30.0
 
 
 def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
-    tmp_path: Path,
+    tmp_path: Path, every_log: LogCapture
 ) -> None:
     first_in, first_go, next_in, next_go, fail = (threading.Event() for _ in range(5))
     m301, m302 = new_mark(), new_mark()  # (in the reapers' and the shells' command lines)
@@ -90,7 +90,6 @@ def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
               FunctionAgent.create("doomed", doomed)]  # fmt: skip
     try:
         with (
-            structlog.testing.capture_logs() as logs,
             Runtime(
                 agents, model=model, tools=tools, workspace=tmp_path,
                 permissions="bypassPermissions",
@@ -105,7 +104,8 @@ def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
             first_go.set()  # the earlier start goes on to its end
 
             def ended() -> bool:
-                return any(e.get("event") == "killed the run's processes" for e in logs)
+                said = every_log.entries
+                return any(e.get("event") == "killed the run's processes" for e in said)
 
             wait_until(ended, "the earlier start's end killed its processes", WAIT)
             assert marked(m301) == []  # its own shell went with it
@@ -122,7 +122,9 @@ def test_a_restarted_runs_earlier_start_ends_without_its_next_starts_shell(
     assert marked(m301) == [] and marked(m302) == []
 
 
-def test_a_call_going_on_after_its_run_ended_by_itself_starts_no_shell(tmp_path: Path) -> None:
+def test_a_call_going_on_after_its_run_ended_by_itself_starts_no_shell(
+    tmp_path: Path, every_log: LogCapture
+) -> None:
     """A run that ends by itself has no stop set (its ``cancel``): a call of it still going
     after its end (here a tool that handed its context to a thread of its own) reached its
     start after the end had killed the run's shells, and its shell ran on until the runtime
@@ -140,7 +142,6 @@ def test_a_call_going_on_after_its_run_ended_by_itself_starts_no_shell(tmp_path:
         {"lead": [{"tool_calls": [start, {"name": "keep", "input": {}}]}, "done"]}
     )
     with (
-        structlog.testing.capture_logs() as logs,
         Runtime(
             [spec("lead")], model=model, tools=[Tool.from_function(keep, read_only=True)],
             workspace=tmp_path, permissions="bypassPermissions",
@@ -149,7 +150,7 @@ def test_a_call_going_on_after_its_run_ended_by_itself_starts_no_shell(tmp_path:
         assert rt.run("lead", "work", wait=WAIT).status is RunStatus.COMPLETED
 
         def ended() -> bool:
-            return any(e.get("event") == "killed the run's processes" for e in logs)
+            return any(e.get("event") == "killed the run's processes" for e in every_log.entries)
 
         wait_until(ended, "the run's end killed its processes", WAIT)
         assert marked(m303) == []
