@@ -198,3 +198,14 @@ def test_the_line_has_no_name_and_reaches_no_command(
     seen = out.read_text()
     assert "subagents-lease" not in seen, seen  # the command holds no descriptor of it
     assert seen.splitlines()[-1] == "none", number  # nor its number
+
+
+def test_a_line_variable_the_runtime_inherited_reaches_no_launcher(
+    repo: Path, processes: ProcessGroups, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runtime with no line of its own (a memory store) whose own environment names one
+    (a stale export, or the runtime started by a command of another): its launchers must not
+    take that for a descriptor of theirs (a pipe's, or none: nothing started)."""
+    monkeypatch.setenv("SUBAGENTS_LEASE_LINE", "not a descriptor")
+    process = processes.start("echo ran", cwd=repo, run_id="r1")
+    assert process.popen.wait(timeout=60) == 0

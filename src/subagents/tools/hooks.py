@@ -51,6 +51,7 @@ from subagents.tools.processes import (
     held_argv,
     shell,
 )
+from subagents.tools.reaper import LEASE_VARIABLE
 from subagents.tools.sandbox import UNSANDBOXED, RunSandbox, SandboxRefused
 
 EVENTS = ("PreToolUse", "PostToolUse", "Stop")
@@ -234,6 +235,7 @@ def _run(
         _close(status, told)
         return -1, "", f"not run: {exc}"
     env = sandbox.environment(temp_dir)
+    env.pop(LEASE_VARIABLE, None)  # only this runtime's own line (``lease_env``)
     env["CLAUDE_PROJECT_DIR"] = str(cwd)
     env.update(lease_env or {})
     stdin, feed = os.pipe()

@@ -228,6 +228,7 @@ class ProcessGroups:
         output = Path(name)
         cookie = f"{proc_id}-{secrets.token_hex(8)}"
         environment = {**(env if env is not None else os.environ), TREE_COOKIE: cookie}
+        environment.pop(reaper.LEASE_VARIABLE, None)  # only this runtime's own line (below)
         source, pipe = os.pipe()
         try:
             popen = subprocess.Popen(
