@@ -134,6 +134,40 @@ def wait_for(condition: object, what: str) -> None:
         time.sleep(0.05)
 
 
+COUNT_READS = """(() => {
+  if (window.__reads !== undefined) return;
+  window.__reads = 0;
+  const fetch = window.fetch;
+  window.fetch = async (...args) => {
+    window.__reads += 1;
+    try { return await fetch(...args); } finally { window.__reads -= 1; }
+  };
+})()"""
+"""Counts the page's requests in flight (its every read and post goes through ``fetch``; the
+stream, an ``EventSource``, does not)."""
+
+
+def open_settled(page: Any, url: str) -> None:
+    """Open ``url`` and wait until its stream is live and every read it made is answered:
+    the stream's opening reads the lists again ("ready"), and under load it may open after
+    the first read showed its rows; a test holding reads (``Held``) from then on held that
+    late one too, in place of its own (CI: a held read of the store before the test's write,
+    taken for the one after it, and the row it waited for never came)."""
+    page.add_init_script(COUNT_READS)
+    page.goto(url)
+    settled(page)
+
+
+def settled(page: Any) -> None:
+    """Until the page's stream is live and nothing it asked is unanswered: ``live`` is set
+    in the same handler that starts the reads of its opening, so both seen at once mean
+    those reads are over (needs ``open_settled``'s counter)."""
+    page.wait_for_function(
+        """() => document.getElementById('connection')?.dataset.state === 'live'
+                 && window.__reads === 0"""
+    )
+
+
 class Held:
     """The requests a page makes to ``pattern``, held in the browser (unanswered) until the
     test lets each go: an answer in flight while the person does something, made certain.

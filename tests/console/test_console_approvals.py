@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from consolekit import Held, Served, serving, wait_for
+from consolekit import Held, Served, open_settled, serving, wait_for
 
 from damaged_rows import ask, run, saved
 from subagents import AgentSpec, Runtime, ScriptedModel, answer_approval
@@ -161,7 +161,7 @@ def test_a_reason_being_typed_stays_when_the_list_is_read_again(
     (CI: the refused over-cap text stayed in the field after the new text was "typed"). The
     reads are held in the browser here while the person types, then let go."""
     typed = rt.spawn("typed", "count")
-    page.goto(served.url)
+    open_settled(page, served.url)  # the stream's opening read is not one held below
     row = page.locator("#approvals tr[data-approval]", has_text="typed")
     row.wait_for()
     held = Held(page, "**/api/approvals*")  # every read of the list waits, unanswered
@@ -200,7 +200,7 @@ def test_an_earlier_read_answered_last_does_not_undo_a_later_one(page: Any, tmp_
     saved(state, [first, second, third], [ask(first, 0, 1.0, "ap-first")])
     read_again = "document.dispatchEvent(new Event('console:approvals'))"  # (as the stream)
     with serving(state) as served:
-        page.goto(served.url)
+        open_settled(page, served.url)  # the stream's opening read is not one held below
         page.locator('#approvals tr[data-approval="ap-first"]').wait_for()
         held = Held(page, "**/api/approvals*", answered_now=True)
         page.evaluate(read_again)
