@@ -178,6 +178,20 @@ def _waiting(spawn: str) -> Callable[[int], None]:
     return work
 
 
+def _decisions_many(n: int) -> None:
+    """The supervisor's decisions of ``waiting_many``'s n runs alone, on one thread
+    (``_least_waiting.decisions_alone``: ``SupervisorCore.spawn_many`` per batch of 1,000
+    root requests filed as checked, as the runtime's caller files them; each run's first
+    report decided in ``settled`` calls of 100; the writes into a ``MemoryStore``; the GC
+    paced as the runtime's). No thread, no actor, no effect carried out: a cut of the
+    admission or the settling is judged here without the interleaving of threads, whose
+    timers and collector passes move ``waiting_many`` by several per cent by themselves
+    (about a third of ``waiting_many``'s instructions outside the collector are these)."""
+    import _least_waiting
+
+    _least_waiting.decisions_alone(n, 1000)
+
+
 SHAPES: dict[str, Callable[[int], None]] = {
     "pingpong": _pingpong("memory"),
     "pingpong_sqlite": _pingpong("sqlite"),
@@ -188,6 +202,7 @@ SHAPES: dict[str, Callable[[int], None]] = {
     "fanout_child": _fanout_child,
     "waiting_spawn": _waiting("one"),
     "waiting_many": _waiting("many"),
+    "decisions_many": _decisions_many,
 }
 
 
