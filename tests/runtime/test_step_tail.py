@@ -159,3 +159,51 @@ def test_a_parent_stopped_while_its_steps_rest_is_held_stops_every_child_it_aske
             assert {r.status for r in rt.runs(agent="held")} == {"cancelled"}
     finally:
         release.set()
+
+
+def test_a_steps_child_of_another_agent_with_free_slots_is_not_held_behind_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The step's rest holds a child of another agent, whose slots are free: the rest is
+    decided at once (no timer due for a minute, no other message), so that child runs and
+    ends while every ``held`` child still waits; the ``held`` ones keep the step's order."""
+    monkeypatch.setattr(step_tail, "TAIL_S", 10 * WAIT)  # (longer than the wait below)
+    release, quick_ended = threading.Event(), threading.Event()
+    spawned: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if event.agent == "held" and event.kind == EventKind.SPAWNED:
+            spawned.append(event.data["task"])
+        if event.agent == "quick" and event.kind == EventKind.COMPLETED:
+            quick_ended.set()
+
+    def held(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return ctx.task
+
+    def quick(ctx: AgentContext) -> str:
+        return ctx.task
+
+    async def parent(ctx: AgentContext) -> str:
+        handles = [ctx.spawn("held", f"c{i}") for i in range(CHILDREN)]
+        handles.append(ctx.spawn("quick", "other agent"))
+        done = await ctx.gather(*handles)
+        return str(sum(1 for o in done if o.status == "completed"))
+
+    agents = [
+        FunctionAgent.create("held", held),
+        FunctionAgent.create("quick", quick),
+        FunctionAgent.create("parent", parent),
+    ]
+    limits = Limits(max_concurrency=3, per_agent=1, max_children=CHILDREN + 1, queue_bound=500)
+    # (no command poll within the wait: a message, it would take a held tail)
+    with Runtime(agents, store=MemoryStore(), limits=limits, command_poll_s=10 * WAIT) as rt:
+        rt.subscribe(on_event)
+        parent_run = rt.spawn("parent", "go")
+        try:
+            assert quick_ended.wait(WAIT), "the other agent's child waited behind the queue"
+            assert len(rt.runs(agent="held")) == CHILDREN  # decided with it, not held
+        finally:
+            release.set()
+        assert parent_run.result(WAIT).result == str(CHILDREN + 1)
+    assert spawned == [f"c{i}" for i in range(CHILDREN)]
