@@ -207,3 +207,54 @@ def test_a_steps_child_of_another_agent_with_free_slots_is_not_held_behind_the_q
             release.set()
         assert parent_run.result(WAIT).result == str(CHILDREN + 1)
     assert spawned == [f"c{i}" for i in range(CHILDREN)]
+
+
+def test_a_steps_rest_is_held_only_behind_its_own_parents_queued_children(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs of ``child`` are queued, but another parent's (``narrow``: one child at a time):
+    a step of ``wide`` spawning ``child`` runs that all fit is decided at once, not held
+    behind those (its rest would start now, its key is not the queued runs')."""
+    monkeypatch.setattr(step_tail, "TAIL_S", 10 * WAIT)  # (longer than the wait below)
+    release = threading.Event()
+    started: list[str] = []
+    queued = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.agent == "child" and event.kind == EventKind.STARTED:
+            started.append(event.run_id)
+        if event.agent == "child" and event.kind == EventKind.QUEUED:
+            queued.set()
+
+    def child(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return ctx.task
+
+    async def narrow(ctx: AgentContext) -> str:
+        done = await ctx.gather(ctx.spawn("child", "a0"), ctx.spawn("child", "a1"))
+        return str(len(done))
+
+    async def wide(ctx: AgentContext) -> str:
+        done = await ctx.gather(*[ctx.spawn("child", f"b{i}") for i in range(CHILDREN)])
+        return str(sum(1 for o in done if o.status == "completed"))
+
+    agents = [
+        FunctionAgent.create("child", child),
+        FunctionAgent.create("narrow", narrow, max_children=1),
+        FunctionAgent.create("wide", wide),
+    ]
+    limits = Limits(
+        max_concurrency=CHILDREN + 4, per_agent=CHILDREN + 2, max_children=CHILDREN, queue_bound=500
+    )
+    # (no command poll within the wait: a message, it would take a held tail)
+    with Runtime(agents, store=MemoryStore(), limits=limits, command_poll_s=10 * WAIT) as rt:
+        rt.subscribe(on_event)
+        first = rt.spawn("narrow", "go")
+        try:
+            assert queued.wait(WAIT), "narrow's second child queued"
+            second = rt.spawn("wide", "go")
+            wait_until(lambda: len(started) == 1 + CHILDREN, "wide's children started", WAIT)
+        finally:
+            release.set()
+        assert first.result(WAIT).result == "2"
+        assert second.result(WAIT).result == str(CHILDREN)
