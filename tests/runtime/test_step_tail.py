@@ -258,3 +258,57 @@ def test_a_steps_rest_is_held_only_behind_its_own_parents_queued_children(
             release.set()
         assert first.result(WAIT).result == "2"
         assert second.result(WAIT).result == str(CHILDREN)
+
+
+def test_a_steps_rest_whose_definition_now_has_another_tier_is_not_held_behind_the_old_tier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``a1`` (agent ``child``) queues behind tier 1 (one at a time); ``child`` is then
+    reloaded with tier 2 (no limit). The parent's next step spawns 100 runs of ``other``
+    (tier 1: they queue, nothing starts) and then ``b0``, a ``child``: the agent and parent of
+    the queued ``a1``, but another slot key, that fits now. So the rest is decided at once:
+    ``b0`` runs while ``a1`` still waits, not when the tail's time is up."""
+    monkeypatch.setattr(step_tail, "TAIL_S", 10 * WAIT)  # (longer than the wait below)
+    release, reloaded = threading.Event(), threading.Event()
+    ran: list[str] = []
+    queued = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.agent == "child" and event.kind == EventKind.QUEUED:
+            queued.set()
+
+    def child(ctx: AgentContext) -> str:
+        ran.append(ctx.task)
+        assert release.wait(3 * WAIT)  # (a0 holds tier 1 past the wait below)
+        return ctx.task
+
+    async def parent(ctx: AgentContext) -> str:
+        await ctx.gather(*[ctx.spawn("child", f"a{i}", background=True) for i in range(2)])
+        assert reloaded.wait(WAIT)
+        handles = [ctx.spawn("other", f"o{i}") for i in range(STEP_SPAWNS_MOST)]
+        done = await ctx.gather(*handles, ctx.spawn("child", "b0"))
+        return str(sum(1 for o in done if o.status == "completed"))
+
+    agents = [
+        FunctionAgent.create("child", child, tier=1),
+        FunctionAgent.create("other", child, tier=1),
+        FunctionAgent.create("parent", parent),
+    ]
+    many = STEP_SPAWNS_MOST + 10
+    limits = Limits(
+        max_concurrency=many, per_agent=many, max_children=many, per_tier={1: 1}, queue_bound=500
+    )
+    # (no command poll within the wait: a message, it would take a held tail)
+    with Runtime(agents, store=MemoryStore(), limits=limits, command_poll_s=10 * WAIT) as rt:
+        rt.subscribe(on_event)
+        run = rt.spawn("parent", "go")
+        try:
+            assert queued.wait(WAIT), "a1 queued behind tier 1"
+            rt.registry.register(FunctionAgent.create("child", child, tier=2).spec)
+            reloaded.set()
+            wait_until(lambda: "b0" in ran, "b0 ran while a1 waits for tier 1", WAIT / 2)
+            assert "a1" not in ran
+        finally:
+            reloaded.set()
+            release.set()
+        assert run.result(WAIT).result == str(STEP_SPAWNS_MOST + 1)

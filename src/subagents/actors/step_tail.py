@@ -24,10 +24,9 @@ queue's order (FIFO across every requester) holds, and every ask (``status``, a 
 close's) sees them decided. Not held: a rest while reports wait in the line (``hold``), and a
 rest with a spawn that could start now (``_only_queues``).
 
-Which rest only queues: each of its spawns has the agent and the parent of a run queued now.
-Those are its slot key's (the key's other parts follow from them: the agent's tier, the
-limits, the parent's children limit; a definition reloaded meanwhile with another tier is
-held as before), and a spawn whose key is queued never starts before
+Which rest only queues: each of its spawns has the slot key of a run queued now (made as its
+admission would: the definition found now, so one reloaded with another tier since those
+runs queued has another key), and a spawn whose key is queued never starts before
 the runs queued with it (``SlotPool.try_take``: if its key fits, theirs does, and they go
 first). A rest with a spawn of an agent (or a parent) that no queued run has, whose slots
 may be free, is decided at once, as before the tail existed: such a child starts now, not up
@@ -69,7 +68,18 @@ TAIL_DUE = TailDue()
 class StepTail:
     """The rest of one step's ``Batch`` held back (at most one at a time)."""
 
-    __slots__ = ("_decide", "_held", "_key", "_keys", "_line", "_queue", "_ref", "_timer", "delay")
+    __slots__ = (
+        "_core",
+        "_decide",
+        "_held",
+        "_key",
+        "_keys",
+        "_line",
+        "_queue",
+        "_ref",
+        "_timer",
+        "delay",
+    )
 
     def __init__(self, supervisor: Any, timer: TimerService, delay: float | None = None) -> None:
         """``supervisor``: the ``SupervisorActor`` whose steps these are: its handling of a
@@ -81,6 +91,7 @@ class StepTail:
         self._decide: Callable[..., None] = supervisor._receive_batch
         self._queue: Sized = supervisor.core.slots.waiting[1]
         self._keys: Collection[Any] = supervisor.core.slots.queued_keys
+        self._core: Any = supervisor.core  # (its lookup, runs and slot keys: ``_only_queues``)
         self._line: Sized = supervisor.late._reports
         self._held: tuple[Any, ...] | None = None
         """The held rest; ``()`` while it is being decided; None: nothing held."""
@@ -103,11 +114,21 @@ class StepTail:
         return True
 
     def _only_queues(self, rest: tuple[Any, ...]) -> bool:
-        """Whether every spawn in ``rest`` has the agent and parent of a key queued now (it
-        would queue behind those runs: the module doc). One set of the rest's (a step's
-        spawns are nearly all of one agent: one pair), not a look per spawn."""
-        queued = {(key.agent, key.parent) for key in self._keys}
-        return {(m.agent, m.parent_run_id) for m in rest if type(m) is SpawnRequest} <= queued
+        """Whether every spawn in ``rest`` has a slot key queued now (it would queue behind
+        those runs: the module doc). The key of each (agent, parent) pair of the rest, made
+        as its admission would make it (a step's spawns are nearly all of one pair: one key),
+        not one per spawn. A pair whose agent or parent is not found is refused at once."""
+        core, keys = self._core, self._keys
+        for agent, parent_id in {
+            (m.agent, m.parent_run_id) for m in rest if type(m) is SpawnRequest
+        }:
+            spec = core.admission.lookup(agent)
+            parent = core.runs.get(parent_id) if parent_id is not None else None
+            if spec is None or (parent is None and parent_id is not None):
+                return False
+            if core.parking.slot_key(spec, parent) not in keys:
+                return False
+        return True
 
     def take(self) -> None:
         """Decide the held tail now (before the message about to be handled), if any."""
