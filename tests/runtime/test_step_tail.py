@@ -159,3 +159,156 @@ def test_a_parent_stopped_while_its_steps_rest_is_held_stops_every_child_it_aske
             assert {r.status for r in rt.runs(agent="held")} == {"cancelled"}
     finally:
         release.set()
+
+
+def test_a_steps_child_of_another_agent_with_free_slots_is_not_held_behind_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The step's rest holds a child of another agent, whose slots are free: the rest is
+    decided at once (no timer due for a minute, no other message), so that child runs and
+    ends while every ``held`` child still waits; the ``held`` ones keep the step's order."""
+    monkeypatch.setattr(step_tail, "TAIL_S", 10 * WAIT)  # (longer than the wait below)
+    release, quick_ended = threading.Event(), threading.Event()
+    spawned: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if event.agent == "held" and event.kind == EventKind.SPAWNED:
+            spawned.append(event.data["task"])
+        if event.agent == "quick" and event.kind == EventKind.COMPLETED:
+            quick_ended.set()
+
+    def held(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return ctx.task
+
+    def quick(ctx: AgentContext) -> str:
+        return ctx.task
+
+    async def parent(ctx: AgentContext) -> str:
+        handles = [ctx.spawn("held", f"c{i}") for i in range(CHILDREN)]
+        handles.append(ctx.spawn("quick", "other agent"))
+        done = await ctx.gather(*handles)
+        return str(sum(1 for o in done if o.status == "completed"))
+
+    agents = [
+        FunctionAgent.create("held", held),
+        FunctionAgent.create("quick", quick),
+        FunctionAgent.create("parent", parent),
+    ]
+    limits = Limits(max_concurrency=3, per_agent=1, max_children=CHILDREN + 1, queue_bound=500)
+    # (no command poll within the wait: a message, it would take a held tail)
+    with Runtime(agents, store=MemoryStore(), limits=limits, command_poll_s=10 * WAIT) as rt:
+        rt.subscribe(on_event)
+        parent_run = rt.spawn("parent", "go")
+        try:
+            assert quick_ended.wait(WAIT), "the other agent's child waited behind the queue"
+            assert len(rt.runs(agent="held")) == CHILDREN  # decided with it, not held
+        finally:
+            release.set()
+        assert parent_run.result(WAIT).result == str(CHILDREN + 1)
+    assert spawned == [f"c{i}" for i in range(CHILDREN)]
+
+
+def test_a_steps_rest_is_held_only_behind_its_own_parents_queued_children(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs of ``child`` are queued, but another parent's (``narrow``: one child at a time):
+    a step of ``wide`` spawning ``child`` runs that all fit is decided at once, not held
+    behind those (its rest would start now, its key is not the queued runs')."""
+    monkeypatch.setattr(step_tail, "TAIL_S", 10 * WAIT)  # (longer than the wait below)
+    release = threading.Event()
+    started: list[str] = []
+    queued = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.agent == "child" and event.kind == EventKind.STARTED:
+            started.append(event.run_id)
+        if event.agent == "child" and event.kind == EventKind.QUEUED:
+            queued.set()
+
+    def child(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return ctx.task
+
+    async def narrow(ctx: AgentContext) -> str:
+        done = await ctx.gather(ctx.spawn("child", "a0"), ctx.spawn("child", "a1"))
+        return str(len(done))
+
+    async def wide(ctx: AgentContext) -> str:
+        done = await ctx.gather(*[ctx.spawn("child", f"b{i}") for i in range(CHILDREN)])
+        return str(sum(1 for o in done if o.status == "completed"))
+
+    agents = [
+        FunctionAgent.create("child", child),
+        FunctionAgent.create("narrow", narrow, max_children=1),
+        FunctionAgent.create("wide", wide),
+    ]
+    limits = Limits(
+        max_concurrency=CHILDREN + 4, per_agent=CHILDREN + 2, max_children=CHILDREN, queue_bound=500
+    )
+    # (no command poll within the wait: a message, it would take a held tail)
+    with Runtime(agents, store=MemoryStore(), limits=limits, command_poll_s=10 * WAIT) as rt:
+        rt.subscribe(on_event)
+        first = rt.spawn("narrow", "go")
+        try:
+            assert queued.wait(WAIT), "narrow's second child queued"
+            second = rt.spawn("wide", "go")
+            wait_until(lambda: len(started) == 1 + CHILDREN, "wide's children started", WAIT)
+        finally:
+            release.set()
+        assert first.result(WAIT).result == "2"
+        assert second.result(WAIT).result == str(CHILDREN)
+
+
+def test_a_steps_rest_whose_definition_now_has_another_tier_is_not_held_behind_the_old_tier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``a1`` (agent ``child``) queues behind tier 1 (one at a time); ``child`` is then
+    reloaded with tier 2 (no limit). The parent's next step spawns 100 runs of ``other``
+    (tier 1: they queue, nothing starts) and then ``b0``, a ``child``: the agent and parent of
+    the queued ``a1``, but another slot key, that fits now. So the rest is decided at once:
+    ``b0`` runs while ``a1`` still waits, not when the tail's time is up."""
+    monkeypatch.setattr(step_tail, "TAIL_S", 10 * WAIT)  # (longer than the wait below)
+    release, reloaded = threading.Event(), threading.Event()
+    ran: list[str] = []
+    queued = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.agent == "child" and event.kind == EventKind.QUEUED:
+            queued.set()
+
+    def child(ctx: AgentContext) -> str:
+        ran.append(ctx.task)
+        assert release.wait(3 * WAIT)  # (a0 holds tier 1 past the wait below)
+        return ctx.task
+
+    async def parent(ctx: AgentContext) -> str:
+        await ctx.gather(*[ctx.spawn("child", f"a{i}", background=True) for i in range(2)])
+        assert reloaded.wait(WAIT)
+        handles = [ctx.spawn("other", f"o{i}") for i in range(STEP_SPAWNS_MOST)]
+        done = await ctx.gather(*handles, ctx.spawn("child", "b0"))
+        return str(sum(1 for o in done if o.status == "completed"))
+
+    agents = [
+        FunctionAgent.create("child", child, tier=1),
+        FunctionAgent.create("other", child, tier=1),
+        FunctionAgent.create("parent", parent),
+    ]
+    many = STEP_SPAWNS_MOST + 10
+    limits = Limits(
+        max_concurrency=many, per_agent=many, max_children=many, per_tier={1: 1}, queue_bound=500
+    )
+    # (no command poll within the wait: a message, it would take a held tail)
+    with Runtime(agents, store=MemoryStore(), limits=limits, command_poll_s=10 * WAIT) as rt:
+        rt.subscribe(on_event)
+        run = rt.spawn("parent", "go")
+        try:
+            assert queued.wait(WAIT), "a1 queued behind tier 1"
+            rt.registry.register(FunctionAgent.create("child", child, tier=2).spec)
+            reloaded.set()
+            wait_until(lambda: "b0" in ran, "b0 ran while a1 waits for tier 1", WAIT / 2)
+            assert "a1" not in ran
+        finally:
+            reloaded.set()
+            release.set()
+        assert run.result(WAIT).result == str(STEP_SPAWNS_MOST + 1)

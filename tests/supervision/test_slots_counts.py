@@ -100,7 +100,7 @@ def test_kept_counts_equal_a_recount_after_every_operation(seed: int) -> None:
         _step(pool, rng, keys, names)
         assert _kept(pool) == _recount(pool), f"seed {seed}, step {step}"
         assert pool.queue_length() == len(pool.queued())
-        assert sum(pool._queued_keys.values()) + sum(pool._resume_keys.values()) == len(
+        assert sum(pool.queued_keys.values()) + sum(pool._resume_keys.values()) == len(
             pool.queued()
         )
         if rng.random() < 0.01:

@@ -21,26 +21,35 @@ deadlines of live runs into a line; a held run has none yet): every 100 ms, it f
 the first wave. In order: the held messages are decided exactly as they would have been,
 only later, and nothing told after them is decided before them, so the
 queue's order (FIFO across every requester) holds, and every ask (``status``, a stop, the
-close's) sees them decided. Not held: a rest while reports wait in the line (``hold``).
+close's) sees them decided. Not held: a rest while reports wait in the line (``hold``), and a
+rest with a spawn that could start now (``_only_queues``).
+
+Which rest only queues: each of its spawns has the slot key of a run queued now (made as its
+admission would: the definition found now, so one reloaded with another tier since those
+runs queued has another key), and a spawn whose key is queued never starts before
+the runs queued with it (``SlotPool.try_take``: if its key fits, theirs does, and they go
+first). A rest with a spawn of an agent (or a parent) that no queued run has, whose slots
+may be free, is decided at once, as before the tail existed: such a child starts now, not up
+to ``TAIL_S`` later (session 27 held it too, while anything was queued).
 
 What moves is when the held spawns' records and ``spawned``/``queued`` events come into
 being and when the parent hears their replies: up to ``TAIL_S`` later, or at the next
 message. A listing read from the store meanwhile (``Runtime.runs``, ``ps``) sees the step's
-first decisions only, as it could between two of them before. A step that spawns children of
-another agent too, whose slots are free, starts those up to ``TAIL_S`` later once runs are
-queued. A crash in that window loses what a crash between two of the step's decisions
-already lost (each decision is its own transaction): a state a crash could leave before.
+first decisions only, as it could between two of them before. A crash in that window loses
+what a crash between two of the step's decisions already lost (each decision is its own
+transaction): a state a crash could leave before.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Collection, Sized
 from typing import Any
 
 import pykka
 
 from subagents.actors.timer import TimerService
+from subagents.messages import SpawnRequest
 
 TAIL_S = 0.03
 """How long a step's held tail waits at most for the next message (the first wave's
@@ -59,16 +68,30 @@ TAIL_DUE = TailDue()
 class StepTail:
     """The rest of one step's ``Batch`` held back (at most one at a time)."""
 
-    __slots__ = ("_decide", "_held", "_key", "_line", "_queue", "_ref", "_timer", "delay")
+    __slots__ = (
+        "_core",
+        "_decide",
+        "_held",
+        "_key",
+        "_keys",
+        "_line",
+        "_queue",
+        "_ref",
+        "_timer",
+        "delay",
+    )
 
     def __init__(self, supervisor: Any, timer: TimerService, delay: float | None = None) -> None:
         """``supervisor``: the ``SupervisorActor`` whose steps these are: its handling of a
         Batch's messages (``_receive_batch``), the runs waiting for a slot (its core's
-        ``SlotPool.waiting[1]``, read only), its line of reports (``LateReports``)."""
+        ``SlotPool.waiting[1]`` and ``queued_keys``, read only), its line of reports
+        (``LateReports``)."""
         self._timer = timer
         self._ref: pykka.ActorRef[Any] = supervisor.actor_ref
         self._decide: Callable[..., None] = supervisor._receive_batch
         self._queue: Sized = supervisor.core.slots.waiting[1]
+        self._keys: Collection[Any] = supervisor.core.slots.queued_keys
+        self._core: Any = supervisor.core  # (its lookup, runs and slot keys: ``_only_queues``)
         self._line: Sized = supervisor.late._reports
         self._held: tuple[Any, ...] | None = None
         """The held rest; ``()`` while it is being decided; None: nothing held."""
@@ -78,13 +101,33 @@ class StepTail:
 
     def hold(self, rest: tuple[Any, ...]) -> bool:
         """After a decision of a step's spawns: hold ``rest`` (what is left of its Batch) if
-        runs are queued now (its next spawns would only queue behind them), unless a tail is
-        held or being taken already, nothing is left, or reports wait in the line (put after
-        this step: decided next, in the same wake-up, they would pass it). Whether held."""
+        runs are queued now and each spawn in it would only queue behind them
+        (``_only_queues``), unless a tail is held or being taken already, nothing is left, or
+        reports wait in the line (put after this step: decided next, in the same wake-up, they
+        would pass it). Whether held."""
         if not self._queue or self._held is not None or not rest or self._line or self.delay <= 0:
+            return False
+        if not self._only_queues(rest):
             return False
         self._held = rest
         self._timer.tell_at(self._key, time.monotonic() + self.delay, self._ref, TAIL_DUE)
+        return True
+
+    def _only_queues(self, rest: tuple[Any, ...]) -> bool:
+        """Whether every spawn in ``rest`` has a slot key queued now (it would queue behind
+        those runs: the module doc). The key of each (agent, parent) pair of the rest, made
+        as its admission would make it (a step's spawns are nearly all of one pair: one key),
+        not one per spawn. A pair whose agent or parent is not found is refused at once."""
+        core, keys = self._core, self._keys
+        for agent, parent_id in {
+            (m.agent, m.parent_run_id) for m in rest if type(m) is SpawnRequest
+        }:
+            spec = core.admission.lookup(agent)
+            parent = core.runs.get(parent_id) if parent_id is not None else None
+            if spec is None or (parent is None and parent_id is not None):
+                return False
+            if core.parking.slot_key(spec, parent) not in keys:
+                return False
         return True
 
     def take(self) -> None:

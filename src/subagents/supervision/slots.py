@@ -92,8 +92,8 @@ class SlotPool:
         self._resumes: OrderedDict[str, SlotKey] = OrderedDict()
         """Runs that want a slot back (parked, or restored): ahead of new admissions."""
         self._queue: OrderedDict[str, SlotKey] = OrderedDict()
-        self._queued_keys: Counter[SlotKey] = Counter()
-        """How many admissions wait with each key (only keys with at least one)."""
+        self.queued_keys: Counter[SlotKey] = Counter()
+        """Admissions waiting with each key (only keys with some); read only (``step_tail``)."""
         self._resume_keys: Counter[SlotKey] = Counter()
         self.waiting = (self._resumes, self._queue)  # read only: ``queue_length``, no call
 
@@ -134,10 +134,10 @@ class SlotPool:
         return not (tier_limit is not None and self.by_tier[key.tier or 0] >= tier_limit)
 
     def _waiting_fits(self) -> bool:
-        if not self._queued_keys and not self._resume_keys:
+        if not self.queued_keys and not self._resume_keys:
             return False  # the common case: nobody waits
         return any(self.fits(k) for k in self._resume_keys) or any(
-            self.fits(k) for k in self._queued_keys
+            self.fits(k) for k in self.queued_keys
         )
 
     # ---- taking and giving back --------------------------------------------------------------
@@ -194,7 +194,7 @@ class SlotPool:
             counts.clear()
         for held in (self._holders, self._idle, self._queue, self._resumes):
             held.clear()
-        self._queued_keys.clear()
+        self.queued_keys.clear()
         self._resume_keys.clear()
         self._releasing.clear()
         self._touched, self._demand, self._stuck = {}, False, set()
@@ -211,7 +211,7 @@ class SlotPool:
         if key not in self._stuck:
             self._demand = True
         self._queue[run_id] = key
-        self._queued_keys[key] += 1
+        self.queued_keys[key] += 1
         return len(self._queue)
 
     def want_back(self, run_id: str, key: SlotKey) -> bool:
@@ -230,7 +230,7 @@ class SlotPool:
 
     def _unqueue(self, run_id: str) -> None:
         if run_id in self._queue:
-            queue, keys = self._queue, self._queued_keys
+            queue, keys = self._queue, self.queued_keys
         elif run_id in self._resumes:
             queue, keys = self._resumes, self._resume_keys
         else:
@@ -248,7 +248,7 @@ class SlotPool:
         if not self._queue and not self._resumes:
             return []
         started: list[str] = []
-        for queue, keys in ((self._resumes, self._resume_keys), (self._queue, self._queued_keys)):
+        for queue, keys in ((self._resumes, self._resume_keys), (self._queue, self.queued_keys)):
             if not queue:
                 continue
             # Slots are only taken during the scan, so a key that did not fit stays blocked
@@ -315,7 +315,7 @@ class SlotPool:
 
     def queued_behind(self, run_id: str) -> bool:
         """Runs of the key ``run_id`` holds wait for a slot: its slot fits each of them."""
-        return (key := self._holders.get(run_id)) in self._queued_keys or key in self._resume_keys
+        return (key := self._holders.get(run_id)) in self.queued_keys or key in self._resume_keys
 
     def park_candidates(self, idle: Callable[[str], bool]) -> list[str]:
         """The waiting holders to ask to park so that queued runs get slots (FIFO: the first
@@ -331,8 +331,8 @@ class SlotPool:
         holder when some can help; not the number of holders or of queued runs."""
         self._touched, self._demand = {}, False
         stuck = self._stuck = set()
-        if not self._idle or not (self._resume_keys or self._queued_keys):
-            stuck.update(self._resume_keys, self._queued_keys)
+        if not self._idle or not (self._resume_keys or self.queued_keys):
+            stuck.update(self._resume_keys, self.queued_keys)
             return []
         # Counts as they will be: minus the slots being given back, plus those promised.
         shift: dict[Scope, int] = {}
@@ -343,7 +343,7 @@ class SlotPool:
         idle_in = self._idle_in
         candidates: list[str] | None = None  # looked up only if some run can be helped
         chosen: list[str] = []
-        for keys in (self._resume_keys, self._queued_keys):
+        for keys in (self._resume_keys, self.queued_keys):
             for key, waiting in keys.items():
                 limits = self.scopes(key)
                 for _ in range(waiting):
