@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from consolekit import Held, Served, open_settled, serving, wait_for
+from consolekit import Held, Served, open_settled, serving, settled, wait_for
 
 from damaged_rows import ask, run, saved
 from subagents import AgentSpec, Runtime, ScriptedModel, answer_approval
@@ -132,11 +132,17 @@ def test_a_row_answered_elsewhere_while_shown_says_why_on_click_and_goes(
     assert started.returncode == 0, started.stderr
     detached = msgspec.json.decode(started.stdout)
     try:
-        page.goto(served.url)
+        open_settled(page, served.url)
         row = page.locator("#approvals tr[data-approval]", has_text="asker")
         row.wait_for()
         approval_id = row.get_attribute("data-approval")
+        settled(page)
+        # every read of the list from now on waits: the host's death, seen by the server
+        # at a poll of its own, reads the list again, and under load that read came after
+        # the answer below, and took the row away before the click (CI: the click waited)
+        held = Held(page, "**/api/approvals*")
     finally:
+        assert detached["pid"] > 0
         os.kill(detached["pid"], signal.SIGKILL)
     assert approval_id is not None
     answer_approval(store_path, approval_id, False, "answered elsewhere")
@@ -147,6 +153,10 @@ def test_a_row_answered_elsewhere_while_shown_says_why_on_click_and_goes(
     assert f"allow: approval {approval_id} was already answered: denied" in (
         error.text_content() or ""
     )
+    held.wait(1)  # the refused answer's read of the list (maybe the death's too)
+    held.let_through()
+    for n in range(len(held.routes)):
+        held.release(n)  # answered now: the row is gone from each list
     row.wait_for(state="detached", timeout=30_000)  # the list read again
     assert not (workspace / "stale.txt").exists()
 
