@@ -151,20 +151,7 @@ class LateReports:
         settled by one C call (``dict.setdefault``: two that both found none tell one, not
         two); the wake-up is let go (``hand``) before its ``later`` is read, and a report
         added to it is looked at again after: a wake-up taken meanwhile may have been read
-        without it, so the report is told one of its own.
-
-        A run's end alone (a bare ``RunFinished``) put in an empty line where groups do not
-        linger (memory) is told to the supervisor as it is, not put in line: nothing of the
-        agents' is in line before it (a report its run made earlier, in line still, makes
-        the line not empty), so it is decided in the same order (``alone.receive`` takes it
-        straight), without its wake-up's claim here and its taking (``end_alone``): ~4% of
-        a trivial run's bytecodes. A report put in line after it may be decided before it
-        (the line is taken before any message): a report of another run, made after this
-        end was told and so not caused by it (a run's end reaches another run only through
-        the supervisor's decision of it), and none of its own run (it made its last)."""
-        if type(report) is RunFinished and self._alone and not self._reports and wake is not None:
-            wake.tell(report)  # a run's end, nothing in line before it: told as it is
-            return
+        without it, so the report is told one of its own."""
         seq = next(self._seq)  # (one C call: two threads never draw the same)
         self._reports.append((seq, report))
         if wake is not None:
