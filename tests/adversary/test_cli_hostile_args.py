@@ -1,0 +1,64 @@
+"""An outsider's arguments to the `subagents` commands (session 28): argv bytes that are not
+UTF-8, control characters, shell metacharacters, huge values. Each is a clear error naming
+what was wrong (bad usage, exit 2, or not found, exit 1), never a traceback.
+
+Tried and held (no test of their own here, covered elsewhere or by the same code): a RUN
+that is not UTF-8 for every command taking one (tests/cli/test_cli_text_input.py), `#0`,
+`#-1`, `#999999`, `'' OR 1=1 --`, `%`, `_`, `*`, 100,000 characters, ANSI escapes and `$(id)`
+as a RUN, an agent, a label, a status, a `--since`, a `--tail`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))  # clikit
+
+from clikit import DEADLINE_S, Cli
+
+LATIN1 = "caf\xe9".encode("latin-1")  # 0xe9 at offset 3: not UTF-8
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def _run(cli: Cli, *args: str | bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*cli.argv(), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=cli.env,
+        cwd=cli.root,
+        timeout=DEADLINE_S,
+    )
+
+
+@pytest.mark.parametrize("command", ["approve", "deny"])
+def test_an_approval_id_that_is_not_utf8_is_a_usage_error(cli: Cli, command: str) -> None:
+    """An ID in another encoding (a Latin-1 terminal's bytes, lone surrogates in Python) names
+    no approval: the store's look-up raised a bare UnicodeEncodeError (a traceback, exit 1)."""
+    assert _run(cli, "run", "quick", "hi", "--agents", str(cli.agents)).returncode == 0
+    proc = _run(cli, command, LATIN1)
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    assert proc.returncode == 2, err
+    assert "ID is not UTF-8 text: byte 0xe9 at character 3" in err, err
+
+
+@pytest.mark.parametrize("option", ["--agent", "--label"])
+def test_a_ps_filter_that_is_not_utf8_is_a_usage_error(cli: Cli, option: str) -> None:
+    """`ps --agent` in another encoding reached the store's query as lone surrogates (a
+    UnicodeEncodeError traceback, exit 1); `--label` matched nothing, silently: both name the
+    byte now, as a RUN does."""
+    assert _run(cli, "run", "quick", "hi", "--agents", str(cli.agents)).returncode == 0
+    proc = _run(cli, "ps", "--all", option, LATIN1)
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    assert proc.returncode == 2, err
+    assert f"{option} is not UTF-8 text: byte 0xe9 at character 3" in err, err
+    assert _run(cli, "ps", "--all", option, "quick").returncode == 0  # a UTF-8 one is taken
