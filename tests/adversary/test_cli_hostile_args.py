@@ -62,3 +62,31 @@ def test_a_ps_filter_that_is_not_utf8_is_a_usage_error(cli: Cli, option: str) ->
     assert proc.returncode == 2, err
     assert f"{option} is not UTF-8 text: byte 0xe9 at character 3" in err, err
     assert _run(cli, "ps", "--all", option, "quick").returncode == 0  # a UTF-8 one is taken
+
+
+LONG = "x" * 300  # over NAME_MAX (255): the system refuses to look it up (ENAMETOOLONG)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ps", "--state", LONG],
+        ["run", "quick", "hi", "--state", f"/tmp/{LONG}/runs.db"],
+        ["run", "quick", "hi", "--agents", LONG],
+        ["run", "quick", "hi", "--workspace", LONG],
+        ["agents", "--dir", LONG],
+    ],
+    ids=["ps-state", "run-state", "run-agents", "run-workspace", "agents-dir"],
+)
+def test_a_path_the_system_refuses_to_look_up_is_a_usage_error(cli: Cli, args: list[str]) -> None:
+    """A name too long (so a folder not searchable, a loop of links) made ``Path.exists``
+    and ``is_dir`` raise: an OSError traceback, exit 1. Now bad usage naming the option and
+    the system's reason, and nothing is made."""
+    if args[0] == "run" and "--agents" not in args:
+        args = [*args, "--agents", str(cli.agents)]
+    proc = _run(cli, *args)
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    assert proc.returncode == 2, err
+    option = next(a for a in args if a in ("--state", "--agents", "--workspace", "--dir"))
+    assert f"{option} " in err and "File name too long" in err, err
