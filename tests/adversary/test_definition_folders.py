@@ -1,0 +1,32 @@
+"""An agents folder an outsider shaped (session 28): each bad entry is one error naming the
+file, and every good definition beside it still loads.
+
+Tried and held (no test of their own here; tests/definitions/test_defs_bad_input.py holds
+most): malformed YAML, binary files, a 10 MB file, duplicate names, names with ``/``,
+``..``, NUL, an RTL override or 10,000 characters, a billion-laughs header, a FIFO, a
+dangling link, a link out of the folder (read: links are followed, docs/definitions.md), a
+folder linking back up the tree (followed once), a folder named ``x.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from subagents.definitions import DefinitionLoader, Level, Source
+
+GOOD = "---\nname: good\ndescription: fine\n---\nPrompt.\n"
+
+
+def test_a_loop_of_links_is_named_not_skipped(tmp_path: Path) -> None:
+    """``a.md -> b.md -> a.md``: the walk's ``is_dir`` raised (ELOOP) and the entry was
+    dropped without a word, where a dangling link is named ("file not found")."""
+    root = tmp_path / "agents"
+    root.mkdir()
+    (root / "good.md").write_text(GOOD)
+    (root / "a.md").symlink_to(root / "b.md")
+    (root / "b.md").symlink_to(root / "a.md")
+    result = DefinitionLoader([Source(str(root), Level.DIRS)]).load()
+    assert sorted(result.specs) == ["good"]
+    named = {Path(i.file or "").name: str(i) for i in result.issues}
+    assert set(named) == {"a.md", "b.md"}, named
+    for text in named.values():
+        assert "error" in text and "Too many levels of symbolic links" in text, text
