@@ -166,10 +166,10 @@ def _walk(root: str) -> Iterator[str]:
             if entry.name.startswith("."):
                 continue
             try:
-                folder = entry.is_dir()
+                is_folder = entry.is_dir()
             except OSError:  # a loop of links: taken as a file, whose read names what is wrong
-                folder = False  # (it was skipped without a word, a definition lost unsaid)
-            if folder:
+                is_folder = False  # (it was skipped without a word, a definition lost unsaid)
+            if is_folder:
                 stack.append(entry.path)
             elif entry.name.lower().endswith(DEFINITION_SUFFIXES) and not _is_readme(entry.name):
                 yield entry.path
