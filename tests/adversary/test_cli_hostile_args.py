@@ -90,3 +90,16 @@ def test_a_path_the_system_refuses_to_look_up_is_a_usage_error(cli: Cli, args: l
     assert proc.returncode == 2, err
     option = next(a for a in args if a in ("--state", "--agents", "--workspace", "--dir"))
     assert f"{option} " in err and "File name too long" in err, err
+
+
+@pytest.mark.parametrize("folder", ["missing", LONG], ids=["missing", "too-long"])
+def test_serve_refuses_an_agents_folder_that_is_not_there(cli: Cli, folder: str) -> None:
+    """`serve --agents DIR` took any value without a word and served: the mistake came out
+    only when a continuation started from the page (its host refusing the folder)."""
+    pytest.importorskip("uvicorn")
+    assert _run(cli, "run", "quick", "hi", "--agents", str(cli.agents)).returncode == 0
+    proc = _run(cli, "serve", "--port", "0", "--agents", str(cli.root / folder))
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    assert proc.returncode == 2, err
+    assert f"--agents {cli.root / folder}: " in err, err
