@@ -30,3 +30,17 @@ def test_a_loop_of_links_is_named_not_skipped(tmp_path: Path) -> None:
     assert set(named) == {"a.md", "b.md"}, named
     for text in named.values():
         assert "error" in text and "Too many levels of symbolic links" in text, text
+
+
+def test_a_name_that_is_a_topics_address_is_refused_naming_why(tmp_path: Path) -> None:
+    """``name: topic:reviews`` loaded (a warning: not kebab-case, "mail must use it exactly"),
+    but the mail room reads ``topic:`` before any name: mail to the agent by name went to
+    the topic's subscribers (any run of the tree subscribed to ``reviews``), never to it."""
+    root = tmp_path / "agents"
+    root.mkdir()
+    (root / "good.md").write_text(GOOD)
+    (root / "hijack.md").write_text("---\nname: topic:reviews\ndescription: d\n---\nP.\n")
+    result = DefinitionLoader([Source(str(root), Level.DIRS)]).load()
+    assert sorted(result.specs) == ["good"]
+    [issue] = [str(i) for i in result.issues]
+    assert "hijack.md:2: error" in issue and "starts with 'topic:'" in issue, issue
