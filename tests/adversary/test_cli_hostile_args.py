@@ -103,3 +103,20 @@ def test_serve_refuses_an_agents_folder_that_is_not_there(cli: Cli, folder: str)
     assert "Traceback" not in err, err
     assert proc.returncode == 2, err
     assert f"--agents {cli.root / folder}: " in err, err
+
+
+def test_a_default_store_the_system_refuses_to_look_up_names_its_variable(cli: Cli) -> None:
+    """The same refusal of ``$SUBAGENTS_STATE`` names the variable the path came from (it
+    named only the path, no option given)."""
+    proc = subprocess.run(
+        [*cli.argv(), "ps"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env={**cli.env, "SUBAGENTS_STATE": f"/tmp/{LONG}"},
+        cwd=cli.root,
+        timeout=DEADLINE_S,
+    )
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    assert proc.returncode == 2, err
+    assert f"$SUBAGENTS_STATE /tmp/{LONG}: File name too long" in err, err

@@ -44,3 +44,25 @@ def test_a_name_that_is_a_topics_address_is_refused_naming_why(tmp_path: Path) -
     assert sorted(result.specs) == ["good"]
     [issue] = [str(i) for i in result.issues]
     assert "hijack.md:2: error" in issue and "starts with 'topic:'" in issue, issue
+
+
+def test_a_reload_meeting_a_topics_address_keeps_the_other_agents(tmp_path: Path) -> None:
+    """Hot reload: a file renamed to ``topic:...`` in place loses only that agent (removed,
+    an error naming the file); a loop of links appearing beside it is one more error; every
+    other definition stays loaded, unchanged."""
+    root = tmp_path / "agents"
+    root.mkdir()
+    (root / "good.md").write_text(GOOD)
+    (root / "other.md").write_text(GOOD.replace("good", "other"))
+    loader = DefinitionLoader([Source(str(root), Level.DIRS)])
+    assert sorted(loader.load().specs) == ["good", "other"]
+    (root / "other.md").write_text("---\nname: topic:other\ndescription: d\n---\nPrompt, longer.\n")
+    (root / "a.md").symlink_to(root / "b.md")
+    (root / "b.md").symlink_to(root / "a.md")
+    result, changes = loader.reload()
+    assert sorted(result.specs) == ["good"]
+    assert (changes.removed, changes.changed) == (("other",), ())
+    named = sorted(Path(i.file or "").name for i in result.issues if i.severity == "error")
+    assert named == ["a.md", "b.md", "other.md"], result.issues
+    again, unchanged = loader.reload()  # the next poll: nothing new, nothing lost
+    assert sorted(again.specs) == ["good"] and not unchanged

@@ -71,3 +71,92 @@ def test_a_run_on_a_budget_is_not_credited_with_negative_spend(tmp_path: Path) -
     assert record is not None and record.usage.input_tokens >= 0 and record.usage.cost_usd >= 0
     assert after.status is RunStatus.COMPLETED, after.error
     assert after.usage.input_tokens == 10  # the next answer's counts, as given
+
+
+def _streamed(start_usage: dict[str, object], delta_usage: dict[str, object]) -> Reply:
+    """A streamed answer shaped as the API sends one: counts at the start, the rest (some
+    null, as the API's later deltas give them) at the end."""
+    start = {
+        "id": "msg_real",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5-5",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    ending = {"stop_reason": "end_turn", "stop_sequence": None}
+    return Reply(
+        events=(
+            ("message_start", {"type": "message_start", "message": start}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "hi"},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": ending, "usage": delta_usage}),
+            ("message_stop", {"type": "message_stop"}),
+        )
+    )
+
+
+REAL = {
+    "zeros, nulls": (
+        {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_creation_input_tokens": None,
+            "cache_read_input_tokens": None,
+            "service_tier": "standard",
+        },
+        {
+            "output_tokens": 0,
+            "input_tokens": None,
+            "cache_creation_input_tokens": None,
+            "cache_read_input_tokens": None,
+            "server_tool_use": None,
+        },
+    ),
+    "no cache fields": ({"input_tokens": 7, "output_tokens": 1}, {"output_tokens": 3}),
+    "cache fields at the end": (
+        {"input_tokens": 7, "output_tokens": 1, "cache_creation": {"ephemeral_5m_input_tokens": 0}},
+        {"output_tokens": 3, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 20},
+    ),
+}
+
+
+@pytest.mark.parametrize("usages", REAL.values(), ids=list(REAL))
+def test_counts_as_the_api_sends_them_are_taken(
+    usages: tuple[dict[str, object], dict[str, object]],
+) -> None:
+    """Zero counts, cache fields missing or null, fields we do not read: what a real
+    response holds is never refused (the refusal is only of a negative count)."""
+    start, delta = usages
+    with FakeMessagesAPI([_streamed(start, delta)]) as api:
+        model = AnthropicModel(api_key="k", base_url=api.url)
+        asked = ModelRequest(
+            model="sonnet",
+            system="s",
+            messages=(ChatMessage(role="user", content=(TextBlock(text="t"),)),),
+            tools=(),
+            max_tokens=64,
+            agent="lead",
+            run_id="run1",
+        )
+        answer = model.complete(asked)
+    assert answer.usage.input_tokens == start["input_tokens"]
+    assert answer.usage.output_tokens == delta["output_tokens"]
+    assert answer.usage.cache_read_input_tokens == (delta.get("cache_read_input_tokens") or 0)

@@ -249,7 +249,8 @@ def open_existing_store(location: Path | str | None) -> InspectedStore:
     if is_database_url(location):
         return open_store(location, create=False)
     target = Path(location).expanduser()
-    if stat_of(target, f"--state {given}" if given is not None else str(target)) is None:
+    where = f"--state {given}" if given is not None else f"{default_source() or '--state'} {target}"
+    if stat_of(target, where) is None:
         if given is not None:
             raise CliError(
                 f"--state {given}: no run store there (check the path; only `run`"
