@@ -120,3 +120,16 @@ def test_a_default_store_the_system_refuses_to_look_up_names_its_variable(cli: C
     assert "Traceback" not in err, err
     assert proc.returncode == 2, err
     assert f"$SUBAGENTS_STATE /tmp/{LONG}: File name too long" in err, err
+
+
+def test_an_events_agent_that_is_not_utf8_is_a_usage_error(cli: Cli) -> None:
+    """`events --agent` in another encoding matched no event, silently (exit 0, nothing
+    printed; followed forever without --no-follow), as `ps --label` did: it names the byte."""
+    assert _run(cli, "run", "quick", "hi", "--agents", str(cli.agents)).returncode == 0
+    proc = _run(cli, "events", "--no-follow", "--agent", LATIN1)
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    assert proc.returncode == 2, err
+    assert "--agent is not UTF-8 text: byte 0xe9 at character 3" in err, err
+    taken = _run(cli, "events", "--no-follow", "--since", "1d", "--agent", "quick")
+    assert taken.returncode == 0 and b"quick" in taken.stdout, taken.stderr
