@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import msgspec
 
 from subagents.behaviour.tools import runtime_tool_names
 from subagents.cli import output
+from subagents.cli.state import CliError, stat_of
 from subagents.definitions import DefinitionLoader, LoadIssue, default_sources, validate
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.spec import AgentSpec
@@ -66,11 +68,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     dirs: list[str] = list(args.dirs)
     for d in dirs:
-        path = Path(d)
-        if not path.exists():
+        try:
+            found = stat_of(Path(d), f"--dir {d}")
+        except CliError as exc:
+            output.error(NAME, str(exc))
+            return EXIT_USAGE
+        if found is None:
             output.error(NAME, f"directory not found: {d}")
             return EXIT_USAGE
-        if not path.is_dir():
+        if not stat.S_ISDIR(found.st_mode):
             output.error(NAME, f"not a directory: {d}")
             return EXIT_USAGE
 

@@ -32,7 +32,14 @@ from subagents.cli.command import (
     store_errors,
 )
 from subagents.cli.damaged import read_sparing, said
-from subagents.cli.state import EXIT_USAGE, CliError, liveness, open_inspected_store, resolve
+from subagents.cli.state import (
+    EXIT_USAGE,
+    CliError,
+    liveness,
+    open_inspected_store,
+    resolve,
+    utf8_text,
+)
 from subagents.cli.views import age, one_line
 from subagents.messages import ApprovalRecord, RunRecord
 from subagents.store.base import DamagedRow, RunStore
@@ -161,8 +168,10 @@ def _shown_input(row: PendingRow) -> str:
 def resolve_approval(store: RunStore, ref: str) -> str:
     """The approval id ``ref`` names: an id, or a unique prefix of one (a prefix shared by
     several is an error listing them). An empty one is bad usage: it is a prefix of every id,
-    and `approve "$ID"` with ID unset answered the one approval of the store, unseen."""
-    ref = ref.strip()
+    and `approve "$ID"` with ID unset answered the one approval of the store, unseen; so is
+    one that is not UTF-8 (argv's bad bytes: no approval holds it, and the store's look-up
+    raised a bare ``UnicodeEncodeError``)."""
+    ref = utf8_text(ref, "ID").strip()
     if not ref:
         raise CliError(
             "empty approval id: give an approval id, or a unique prefix of one"

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 
 from subagents.cli.command import add_inspect_arguments, reports_errors, store_errors
 from subagents.cli.since import SinceError, parse_time
-from subagents.cli.state import EXIT_USAGE, CliError, open_inspected_store, resolve, short_id
+from subagents.cli.state import (
+    EXIT_USAGE,
+    CliError,
+    open_inspected_store,
+    resolve,
+    short_id,
+    utf8_text,
+)
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -115,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     if args.root is not None and args.run is not None:
         raise CliError("give --root RUN or --run RUN, not both", EXIT_USAGE)
     kinds = parse_kinds(args.kind)
+    if args.agent is not None:  # argv's bad bytes: no agent is so named; it matched nothing
+        utf8_text(args.agent, "--agent")
     since, until = _times(args, time.time())
     with open_inspected_store(args) as store, store_errors(store):
         root = resolve(store, args.root).root_run_id if args.root else None

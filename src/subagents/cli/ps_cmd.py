@@ -38,6 +38,7 @@ from subagents.cli.state import (
     remember_listing,
     resolve,
     short_ids,
+    utf8_text,
 )
 from subagents.cli.views import age, duration, one_line
 from subagents.cli.waiting_asks import HINT, WaitingAsks, with_approvals
@@ -223,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise CliError(f"--limit must be a positive number, got {args.limit}", EXIT_USAGE)
     parse_statuses(args.status)  # a bad --status is a usage error before the store is opened
+    if args.agent is not None:  # argv's bad bytes: the store's look-up raised a traceback
+        utf8_text(args.agent, "--agent")
+    for label in args.label:
+        utf8_text(label, "--label")
     with open_inspected_store(args) as store, store_errors(store):
         chosen = selection(args, store)
         seq = store.last_event_seq() if args.watch else 0  # what the watch follows from

@@ -21,6 +21,7 @@ from subagents.cli.state import (
     CliError,
     add_json_argument,
     add_state_argument,
+    is_directory,
 )
 
 if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands that run agents
@@ -249,7 +250,7 @@ def choose_model(args: argparse.Namespace) -> Model | Callable[[list[AgentSpec]]
     from subagents.models.base import ModelError
 
     for d in args.agent_dirs:
-        if not Path(d).is_dir():
+        if not is_directory(Path(d), f"--agents {d}"):
             raise CliError(f"--agents {d}: not a directory", EXIT_USAGE)
     if not is_offline(args):
         from subagents.models.anthropic import AnthropicModel
@@ -462,7 +463,7 @@ def permissions_from(args: argparse.Namespace) -> Permissions:
 
 def workspace_from(args: argparse.Namespace) -> Path:
     workspace: Path = args.workspace if args.workspace is not None else Path.cwd()
-    if not workspace.is_dir():
+    if not is_directory(workspace, f"--workspace {workspace}"):
         raise CliError(f"--workspace {workspace}: not a directory", EXIT_USAGE)
     return workspace
 

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import functools
 import os
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -197,7 +198,7 @@ def open_store(
             location = default_location()
         except ValueError as exc:
             raise CliError(f"${STATE_ENV}: {exc}", EXIT_USAGE) from exc
-    if isinstance(location, Path) and location.is_dir():
+    if isinstance(location, Path) and is_directory(location, f"{named or '--state'} {location}"):
         raise CliError(
             f"{named or '--state'} {location}: is a directory; give the database file",
             EXIT_USAGE,
@@ -208,6 +209,25 @@ def open_store(
         raise CliError(str(exc)) from exc
     except OSError as exc:
         raise CliError(f"cannot open the run store {location}: {exc}") from exc
+
+
+def stat_of(path: Path, what: str) -> os.stat_result | None:
+    """``path``'s status, or None when nothing is there; a path the system refuses to look
+    up (a name too long, a folder not searchable, a loop of links) is bad usage naming
+    ``what`` and the system's reason. ``Path.exists``/``is_dir`` let those through as an
+    ``OSError`` traceback (``--agents``, ``--workspace``, ``--state`` of 100,000 characters)."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise CliError(f"{what}: {exc.strerror or exc}", EXIT_USAGE) from None
+
+
+def is_directory(path: Path, what: str) -> bool:
+    """Whether ``path`` is a directory (``stat_of``: a refused look-up is bad usage)."""
+    found = stat_of(path, what)
+    return found is not None and stat.S_ISDIR(found.st_mode)
 
 
 def open_existing_store(location: Path | str | None) -> InspectedStore:
@@ -229,7 +249,8 @@ def open_existing_store(location: Path | str | None) -> InspectedStore:
     if is_database_url(location):
         return open_store(location, create=False)
     target = Path(location).expanduser()
-    if not target.exists():
+    where = f"--state {given}" if given is not None else f"{default_source() or '--state'} {target}"
+    if stat_of(target, where) is None:
         if given is not None:
             raise CliError(
                 f"--state {given}: no run store there (check the path; only `run`"

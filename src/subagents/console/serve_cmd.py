@@ -27,7 +27,13 @@ import socket
 from pathlib import Path
 
 from subagents.cli.command import reports_errors, store_errors
-from subagents.cli.state import EXIT_USAGE, CliError, add_store_arguments, open_inspected_store
+from subagents.cli.state import (
+    EXIT_USAGE,
+    CliError,
+    add_store_arguments,
+    is_directory,
+    open_inspected_store,
+)
 from subagents.console.limits import DEFAULT_CONNECTIONS, DEFAULT_STREAMS, Limits
 from subagents.console.tls import Tls, checked_tls
 
@@ -208,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
         )
     tls = checked_tls(args.tls_cert, args.tls_key)
     host = checked_host(args.host, args.expose, tls, args.plain_http)
+    for folder in args.agents:  # said now, as `run` says it, not at a continuation's start
+        if not is_directory(folder, f"--agents {folder}"):
+            raise CliError(f"--agents {folder}: not a directory", EXIT_USAGE)
     with open_inspected_store(args) as store, store_errors():
         sock = bind(host, args.port)
         try:

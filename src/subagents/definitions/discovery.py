@@ -166,14 +166,13 @@ def _walk(root: str) -> Iterator[str]:
             if entry.name.startswith("."):
                 continue
             try:
-                if entry.is_dir():
-                    stack.append(entry.path)
-                elif entry.name.lower().endswith(DEFINITION_SUFFIXES) and not _is_readme(
-                    entry.name
-                ):
-                    yield entry.path
-            except OSError:
-                continue
+                is_folder = entry.is_dir()
+            except OSError:  # a loop of links: taken as a file, whose read names what is wrong
+                is_folder = False  # (it was skipped without a word, a definition lost unsaid)
+            if is_folder:
+                stack.append(entry.path)
+            elif entry.name.lower().endswith(DEFINITION_SUFFIXES) and not _is_readme(entry.name):
+                yield entry.path
 
 
 def _stamp(path: str) -> tuple[int, int]:

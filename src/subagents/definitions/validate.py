@@ -22,6 +22,7 @@ import msgspec
 from subagents.definitions.errors import LoadIssue
 from subagents.definitions.spawn_grant import spawn_setting_problems
 from subagents.definitions.spec import RESTART_POLICIES, AgentSpec
+from subagents.messages.mail import TOPIC_PREFIX
 from subagents.messages.records import CLEANUPS, ON_FAILURE
 
 MAX_NAME_LENGTH = 128
@@ -126,7 +127,9 @@ def name_problem(name: str) -> str | None:
     ("Python DevOps/CI-CD Expert") are how people write names, and Claude Code loads them, so
     those are ``name_warning``'s business. Refused: an empty or blank name, control/format
     characters (and spaces other than U+0020), leading or trailing whitespace, more than
-    MAX_NAME_LENGTH characters, a backslash, a leading '/' or '.', a '..' path component.
+    MAX_NAME_LENGTH characters, a backslash, a leading '/' or '.', a '..' path component, a
+    leading ``topic:`` (mail so addressed is a topic's: the agent could not be mailed by name,
+    and mail meant for it reached the topic's subscribers).
     """
     if not name.strip():
         return "name is empty"
@@ -145,6 +148,11 @@ def name_problem(name: str) -> str | None:
         return f"name {shown} contains a '..' path component"
     if name[0] in "/.":
         return f"name {shown} starts with {name[0]!r}, like a path"
+    if name.startswith(TOPIC_PREFIX):  # the mail room reads the address as a topic first
+        return (
+            f"name {shown} starts with {TOPIC_PREFIX!r}, a topic's address: mail to it would"
+            " go to the topic's subscribers, never to the agent"
+        )
     return None
 
 

@@ -9,7 +9,7 @@ naming what was wrong instead of surfacing later as a missing attribute.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -91,11 +91,17 @@ def messages_param(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 
 
+Count = Annotated[int, msgspec.Meta(ge=0)]
+"""A count of tokens: a negative one (a broken server, a proxy's bug) is a malformed
+response, not spend taken back. It was taken: a run on a token budget was credited with it,
+and its record showed ``-105`` tokens and a negative cost (session 28)."""
+
+
 class WireUsage(msgspec.Struct, frozen=True):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_creation_input_tokens: Count | None = None
+    cache_read_input_tokens: Count | None = None
 
 
 class WireMessage(msgspec.Struct, frozen=True):
