@@ -1,0 +1,84 @@
+"""A stdio MCP server dies at its host's lease line (session 28, ``tools/lease_line.py``):
+a stalled host's server went on acting (a tool call in flight, a watcher it started) while
+another host took the run over, as a Bash command did before session 27. The mcp SDK that
+starts it passes no descriptor, so its reaper is given the line by the ``/proc`` link of the
+runtime's read-only descriptor (``LeaseLine.named_environment``); the line passing
+unrenewed kills the server and its hidden daemon, by its reaper alone (the hub is not
+asked); the server holds neither the line's descriptor nor its variable. A real server
+(``mcp_server_app.py --daemon``), with the sandbox and without; the runtime's end to end
+path for Bash is tests/cli/test_cli_lease_line.py."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import polling
+from lease_renewal import LEAD_S, renewing
+from marked import kill_marked, marked, new_mark
+from ns_pids import outer
+from subagents.definitions.spec import AgentSpec
+from subagents.mcp import McpHub, parse_servers
+from subagents.mcp.connection import McpServerError
+from subagents.tools.lease_line import LeaseLine, clock
+from subagents.tools.reaper import LEASE_VARIABLE
+from subagents.tools.sandbox import Sandbox
+
+from .conftest import SERVER_APP, START_WAIT_S
+from .test_mcp_held import WAIT, landlock
+
+
+def _holds_the_line(pid: int) -> bool:
+    """Whether process ``pid`` has the line's variable or a descriptor of its file."""
+    if LEASE_VARIABLE.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+        return True
+    fds = Path(f"/proc/{pid}/fd")
+    links = []
+    for fd in fds.iterdir():
+        try:
+            links.append(os.readlink(fd))
+        except OSError:
+            continue  # (closed since it was listed)
+    return any("subagents-lease-" in link for link in links)
+
+
+@pytest.mark.parametrize("sandboxed", [False, pytest.param(True, marks=landlock)])
+def test_a_server_and_its_daemon_die_when_the_line_passes_unrenewed(
+    tmp_path: Path, sandboxed: bool
+) -> None:
+    mark, ready = new_mark(), tmp_path / "ready"
+    args = [str(SERVER_APP), "--daemon", mark, str(ready)]
+    sandbox = (
+        Sandbox.coerce(Sandbox()).for_run(workspace=tmp_path, read_only=False, network=True)
+        if sandboxed
+        else None
+    )
+    line = LeaseLine(str(tmp_path))
+    line.publish(clock() + LEAD_S)
+    stop, renewer = renewing(line)
+    hub = McpHub(
+        parse_servers({"srv": {"command": sys.executable, "args": args}}),
+        cwd=tmp_path,
+        start_timeout=START_WAIT_S,
+    )
+    hub.lease_env = line.named_environment
+    assert hub.lease_env, "this process's /proc/PID/fd is its user's"
+    try:
+        run = hub.tools_for(AgentSpec(name="worker", description="d"), sandbox=sandbox)
+        assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"
+        server = outer(hub.call(run, "mcp__srv__pid", {}).text)
+        assert not _holds_the_line(server)  # the reaper's alone, taken out before it ran
+        assert len(marked(mark, exactly=True)) == 1  # its daemon, held while the line holds
+        stop.set()  # the host stalled: no renewal comes
+        renewer.join()
+        polling.wait_until(lambda: marked(mark) == [], "the server killed at the line", WAIT)
+        with pytest.raises(McpServerError):
+            hub.call(run, "mcp__srv__add", {"a": 1, "b": 1})
+    finally:
+        stop.set()
+        hub.close()
+        line.close()
+        kill_marked(mark)
