@@ -18,17 +18,16 @@ import pytest
 
 import polling
 from lease_renewal import LEAD_S, renewing
-from marked import kill_marked, marked, new_mark
+from marked import kill_marked, marked
 from ns_pids import outer
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpHub, parse_servers
 from subagents.mcp.connection import McpServerError
 from subagents.tools.lease_line import LeaseLine, clock
 from subagents.tools.reaper import LEASE_VARIABLE
-from subagents.tools.sandbox import Sandbox
 
-from .conftest import SERVER_APP, START_WAIT_S
-from .test_mcp_held import WAIT, landlock
+from .conftest import START_WAIT_S
+from .test_mcp_held import WAIT, daemon_server, landlock
 
 
 def _holds_the_line(pid: int) -> bool:
@@ -49,13 +48,7 @@ def _holds_the_line(pid: int) -> bool:
 def test_a_server_and_its_daemon_die_when_the_line_passes_unrenewed(
     tmp_path: Path, sandboxed: bool
 ) -> None:
-    mark, ready = new_mark(), tmp_path / "ready"
-    args = [str(SERVER_APP), "--daemon", mark, str(ready)]
-    sandbox = (
-        Sandbox.coerce(Sandbox()).for_run(workspace=tmp_path, read_only=False, network=True)
-        if sandboxed
-        else None
-    )
+    mark, args, sandbox = daemon_server(tmp_path, sandboxed)
     line = LeaseLine(str(tmp_path))
     line.publish(clock() + LEAD_S)
     stop, renewer = renewing(line)
