@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,33 @@ def test_doctor_says_the_squat_and_the_fallback(
     assert Path(machine.home).parent == shared and Path(machine.home) != squatted
     (scratch,) = [c for c in sandbox_report.checks(machine) if c.name == "scratch"]
     assert scratch.state == "weak" and machine.home in scratch.says, scratch
+
+
+LEAVER = """
+import os, sys, tempfile
+from subagents.tools.scratch import MCP_DIR, make_dir
+tempfile.tempdir = sys.argv[1]
+home = make_dir(MCP_DIR).parent
+child = os.fork()
+if child == 0:
+    sys.exit(0)  # (a forked child's exit runs the parent's atexit handlers)
+os.waitpid(child, 0)
+print(home, home.is_dir(), flush=True)
+"""
+
+
+@as_root
+def test_the_fallback_goes_with_the_process_that_made_it(shared: Path) -> None:
+    """Removed at that process's exit, all in it; not at the exit of a child it forked."""
+    squat(shared, "directory")
+    done = subprocess.run(
+        [sys.executable, "-c", LEAVER, str(shared)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    home, kept = done.stdout.split()
+    assert Path(home).parent == shared and kept == "True", done.stdout
+    assert not Path(home).exists()

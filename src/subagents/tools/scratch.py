@@ -121,7 +121,7 @@ def _fall_back(base: Path, why: str) -> Path:
         why = f"{why}, and no other could be made ({exc})"
         raise ScratchHomeError(_unsafe(squatted, why)) from None
     _FALLBACKS[base] = made
-    atexit.register(shutil.rmtree, made, ignore_errors=True)
+    atexit.register(_remove, made, os.getpid())
     log.warning(
         "the scratch directory of this user cannot be used: this process keeps its commands'"
         " and MCP servers' temporary files in a private one of its own instead (another"
@@ -131,6 +131,13 @@ def _fall_back(base: Path, why: str) -> Path:
         fallback=str(made),
     )
     return made
+
+
+def _remove(home: Path, maker: int) -> None:
+    """At exit, the fallback home and all in it, by the process that made it only (a forked
+    child that exits through ``atexit`` must not take its parent's)."""
+    if os.getpid() == maker:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def make_dir(prefix: str, root: Path | None = None) -> Path:
