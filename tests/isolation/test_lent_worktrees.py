@@ -105,3 +105,25 @@ def test_a_detached_helper_reads_its_leads_worktree_after_the_lead_ended(tmp_pat
         assert not read.is_error and "demo" in read.content, read
         assert worktree_paths(repo) == [str(repo)]  # gone with its last borrower
     assert branches(repo) == ""
+
+
+def test_a_worktree_made_again_for_its_owner_is_not_taken_by_a_borrowers_end(
+    tmp_path: Path,
+) -> None:
+    """An owner whose run ends (its actor stopped) and starts again with the same run id
+    (a restart) finds its worktree again (``create``: resumed); a borrower's end after
+    that must not remove the tree its owner now works in (review of session 28: the tree
+    left for the borrower was removed, branch too, under the owner's new start)."""
+    repo = make_repo(tmp_path / "repo")
+    trees = Worktrees(repo)
+    tree = trees.create("lead", "lead")
+    trees.lend("helper", "lead")
+    trees.finish("lead")  # left for the helper
+    again = trees.create("lead", "lead")
+    assert again.path == tree.path
+    assert trees.finish("helper") is None
+    assert again.path.is_dir() and str(again.path) in worktree_paths(repo)
+    assert branches(repo) != ""
+    report = trees.finish("lead")
+    assert report is not None and not report.kept
+    assert worktree_paths(repo) == [str(repo)]

@@ -201,6 +201,7 @@ class Worktrees:
                 raise WorktreeError(f"could not make a worktree for run {run_id}: {exc}") from None
             tree = dataclasses.replace(tree, base=base)
             self._open[run_id] = tree
+            self._borrowed.pop(tree.workspace, None)  # its owner's again (a restart)
             log.info("worktree created", run_id=run_id, path=str(path), branch=branch)
             return tree
 
