@@ -11,6 +11,8 @@ path for Bash is tests/cli/test_cli_lease_line.py."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,3 +77,36 @@ def test_a_server_and_its_daemon_die_when_the_line_passes_unrenewed(
         hub.close()
         line.close()
         kill_marked(mark)
+
+
+_NAMED = """
+import os
+from subagents.tools.lease_line import LeaseLine
+line = LeaseLine()
+print(os.getpid(), repr(line.named_environment))
+line.close()
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="root and unshare(1)"
+)
+def test_a_proc_of_another_pid_namespace_names_no_line(tmp_path: Path) -> None:
+    """A runtime in a PID namespace of its own under the outer ``/proc`` (``unshare --pid``
+    without a ``/proc`` of its own): ``/proc/<its pid>`` is another process, so no link is
+    named (review of session 28: it named the outer pid 1's descriptor, root's as the
+    runtime is, and every stdio server's reaper failed to open it: none started)."""
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", sys.executable, "-c", _NAMED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=False,
+    )
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(f"no PID namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    pid, named = done.stdout.split(" ", 1)
+    assert pid == "1", done.stdout  # (its own namespace's first process)
+    assert named.strip() == "{}", done.stdout

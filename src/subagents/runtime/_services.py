@@ -432,9 +432,9 @@ class Services:
                 self.mcp.lease_env = line.named_environment
                 if not self.mcp.lease_env:
                     log.warning(
-                        "this runtime's /proc/PID/fd is not its user's (not dumpable): its"
-                        " stdio MCP servers get no lease line, and a stalled host's servers"
-                        " outlive its lease"
+                        "this runtime's /proc/PID/fd is not its user's (not dumpable) or not"
+                        " its own (a /proc of another PID namespace): its stdio MCP servers"
+                        " get no lease line, and a stalled host's servers outlive its lease"
                     )
         assert self.fenced is not None
         self.fenced.fence = self.lease.fence

@@ -96,10 +96,16 @@ class LeaseLine:
     def named_environment(self) -> dict[str, str]:
         """The same for a launcher its starter passes no descriptor to (the mcp SDK's): the
         ``/proc`` link of the read-only descriptor, which the reaper opens (``reaper.
-        hold_lease``); empty where that link is not this user's."""
+        hold_lease``); empty where that link is not this user's, or not this process's
+        descriptor (a ``/proc`` mounted for another PID namespace names another process:
+        review of session 28, a runtime in ``unshare --pid`` named its outer pid 1's and
+        no server started)."""
         fds = f"/proc/{os.getpid()}/fd"
         try:
             ours = os.stat(fds).st_uid == os.geteuid()  # a non-dumpable process's are root's
+            # (and this process's: a /proc of another PID namespace names someone else's)
+            named, held = os.stat(f"{fds}/{self.reader}"), os.fstat(self.reader)
+            ours = ours and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
         except OSError:
             ours = False
         return {reaper.LEASE_VARIABLE: f"{fds}/{self.reader}"} if ours else {}
