@@ -85,3 +85,12 @@ def test_each_weakness_is_said() -> None:
     ]
     assert "riscv64" in weak[2].says and weak[4].says == "it belongs to uid 7"
     assert not holds(weak)
+    fallen = checks(
+        msgspec.structs.replace(
+            whole, home="/tmp/subagents-1000-x1y2", squatted="/tmp/subagents-1000"
+        )
+    )  # (session 28: another's home is fallen back from, tests/tools/test_sandbox_scratch_squat)
+    assert (fallen[-1].name, fallen[-1].state) == ("scratch", "weak")
+    assert "/tmp/subagents-1000 is another user's" in fallen[-1].says
+    assert "/tmp/subagents-1000-x1y2" in fallen[-1].says
+    assert not holds(fallen)

@@ -22,7 +22,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpHub, parse_servers
 from subagents.tools import detached
 from subagents.tools.processes import ProcessGroups
-from subagents.tools.sandbox import Sandbox
+from subagents.tools.sandbox import RunSandbox, Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
 
 from .conftest import SERVER_APP, START_WAIT_S
@@ -47,7 +47,10 @@ def test_a_servers_hidden_daemon_ends_with_its_session(
         detached._ALLOWED[0] = was
 
 
-def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
+def daemon_server(tmp_path: Path, sandboxed: bool) -> tuple[str, list[str], RunSandbox | None]:
+    """A mark, the arguments of a test server that starts a hidden daemon holding it
+    (``mcp_server_app.py --daemon``; ``tmp_path / "ready"`` says it started), and a run's
+    sandbox to start it in (None: without)."""
     mark, ready = new_mark(), tmp_path / "ready"
     args = [str(SERVER_APP), "--daemon", mark, str(ready)]
     sandbox = (
@@ -55,13 +58,18 @@ def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
         if sandboxed
         else None
     )
+    return mark, args, sandbox
+
+
+def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
+    mark, args, sandbox = daemon_server(tmp_path, sandboxed)
     spec = AgentSpec(name="worker", description="d")
     servers = parse_servers({"srv": {"command": sys.executable, "args": args}})
     hub = McpHub(servers, cwd=tmp_path, start_timeout=START_WAIT_S)
     try:
         run = hub.tools_for(spec, sandbox=sandbox)
         assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"  # stdio through
-        assert ready.read_text().strip() == "ready"  # the daemon started first
+        assert (tmp_path / "ready").read_text().strip() == "ready"  # the daemon started first
         hub.close()
         if not detaching:
             assert marked(mark) == []  # the server and its daemon: killed and reaped

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from lease_renewal import LEAD_S, renewing
 from ns_pids import NS
 from subagents import AgentSpec, Runtime, ScriptedModel
 from subagents.runtime._lease_keeper import LeaseKeeper
@@ -33,8 +34,6 @@ from .test_bash_reaper import hidden
 from .test_sandbox import landlock, sandboxed
 
 LOG = structlog.get_logger("test")
-LEAD_S = 3.0
-"""How far ahead the test's renewals put the line (a starved test thread is not a lapse)."""
 
 
 @pytest.fixture
@@ -46,19 +45,6 @@ def line(tmp_path: Path, processes: ProcessGroups) -> Iterator[LeaseLine]:
     held.close()
 
 
-def _renewing(line: LeaseLine) -> tuple[threading.Event, threading.Thread]:
-    """A thread that renews ``line`` (``LEAD_S`` ahead) until the event is set."""
-    stop = threading.Event()
-
-    def renew() -> None:
-        while not stop.wait(0.1):
-            line.publish(clock() + LEAD_S)
-
-    thread = threading.Thread(target=renew, daemon=True)
-    thread.start()
-    return stop, thread
-
-
 @pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=landlock)])
 def test_a_background_shells_daemon_dies_when_the_line_passes_unrenewed(
     sandbox: bool, context: ToolContext, repo: Path, processes: ProcessGroups, line: LeaseLine
@@ -66,7 +52,7 @@ def test_a_background_shells_daemon_dies_when_the_line_passes_unrenewed(
     ctx = sandboxed(repo, processes, read_only=False) if sandbox else context
     pidfile = repo / "pid"
     line.publish(clock() + LEAD_S)
-    stop, thread = _renewing(line)
+    stop, thread = renewing(line)
     try:
         process = processes.start(
             hidden(pidfile), cwd=repo, run_id="r1", sandbox=ctx.sandbox, background=True
@@ -126,7 +112,7 @@ def test_a_hook_under_way_dies_when_the_line_passes_unrenewed(repo: Path, line: 
     entry = {"hooks": [{"command": f"echo $$ > {started}; exec sleep 600", "timeout": 900}]}
     hooks = Hooks.parse({"PreToolUse": [entry]}, "test")
     line.publish(clock() + LEAD_S)
-    stop, renewer = _renewing(line)
+    stop, renewer = renewing(line)
     ran = threading.Thread(
         target=run_hooks,
         args=(hooks, "PreToolUse", {}),

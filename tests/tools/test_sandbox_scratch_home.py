@@ -21,7 +21,7 @@ from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
-from subagents.tools.scratch import MCP_DIR, ScratchHomeError, make_dir, scratch_home
+from subagents.tools.scratch import MCP_DIR, make_dir, scratch_home
 
 from .conftest import WAIT
 from .test_sandbox_runs import TRUSTING_BASH, agent, landlock, results, use
@@ -95,26 +95,28 @@ def test_an_mcp_server_and_a_command_read_nothing_of_the_users_other_scratch_fil
     assert all(others_file.read_text() == SECRET for others_file in others)  # (still there)
 
 
-def test_a_home_that_is_a_symlink_or_another_users_is_refused_with_what_to_do(
-    tmp_path: Path,
-) -> None:
+def test_a_home_that_is_a_symlink_or_another_users_is_never_used(tmp_path: Path) -> None:
     """In a shared ``/tmp`` another user may have made ``subagents-<uid>`` first, or left a
-    symlink there: runs' temporary files must not go where someone else reads them."""
+    symlink there: runs' temporary files must not go where someone else reads them. Since
+    session 28 the process falls back to a private home of its own (tested with a real
+    second uid in ``test_sandbox_scratch_squat.py``); a home of ours left open is made
+    private."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     root = tmp_path / "tmp"
     root.mkdir()
     (root / f"subagents-{os.getuid()}").symlink_to(elsewhere)
-    with pytest.raises(ScratchHomeError, match=r"is a symlink or not a directory.*set TMPDIR"):
-        make_dir(MCP_DIR, root)
+    made = make_dir(MCP_DIR, root)
+    assert made.parent.parent == root and not made.parent.is_symlink(), made
+    assert made.parent.name.startswith(f"subagents-{os.getuid()}-"), made
     assert list(elsewhere.iterdir()) == []
     if os.getuid() == 0:  # (root may make one another user's: as a stranger would)
         strangers = tmp_path / "strangers"
         made_first = strangers / f"subagents-{os.getuid()}"
         made_first.mkdir(parents=True, mode=0o700)
         os.chown(made_first, 4242, 4242)
-        with pytest.raises(ScratchHomeError, match=r"belongs to uid 4242.*set TMPDIR"):
-            make_dir(MCP_DIR, strangers)
+        fallback = make_dir(MCP_DIR, strangers).parent
+        assert fallback != made_first and fallback.stat().st_uid == os.getuid(), fallback
         assert list(made_first.iterdir()) == []
     opened = tmp_path / "opened"
     home = opened / f"subagents-{os.getuid()}"
@@ -127,14 +129,14 @@ def test_a_home_that_is_a_symlink_or_another_users_is_refused_with_what_to_do(
 def test_a_refused_home_leaves_a_runs_stop_hooks_not_run_and_the_run_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A home the runtime refuses (here a symlink in the temp directory) makes a Stop hook's
-    temporary directory fail: the hooks are not run (logged), as a hook that cannot start,
-    and the run ends as its model said (last read of session 27: it crashed, "agent crashed
-    ... ScratchHomeError", sandboxed or not); a tool call's hooks still fail closed."""
-    elsewhere, root = tmp_path / "elsewhere", tmp_path / "tmp"
-    elsewhere.mkdir()
-    root.mkdir()
-    (root / f"subagents-{os.getuid()}").symlink_to(elsewhere)
+    """No home the runtime can make (here a temporary directory that is a file: since
+    session 28 a squatted home is fallen back from, ``test_sandbox_scratch_squat.py``)
+    makes a Stop hook's temporary directory fail: the hooks are not run (logged), as a hook
+    that cannot start, and the run ends as its model said (last read of session 27: it
+    crashed, "agent crashed ... ScratchHomeError", sandboxed or not); a tool call's hooks
+    still fail closed."""
+    root = tmp_path / "tmp"
+    root.write_text("")  # (not a directory: no home and no fallback can be made in it)
     monkeypatch.setattr("tempfile.tempdir", str(root))  # (as TMPDIR at the process's start)
     mark = tmp_path / "stop-hook-ran"
     stop = "hooks:\n  Stop:\n    - hooks:\n        - type: command\n"
@@ -147,4 +149,3 @@ def test_a_refused_home_leaves_a_runs_stop_hooks_not_run_and_the_run_whole(
         outcome = rt.run("a", "go", wait=WAIT)
     assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "done"), outcome
     assert not mark.exists()
-    assert list(elsewhere.iterdir()) == []

@@ -20,6 +20,10 @@ Fail closed (the lead's mend after review): a definition whose commands changed 
 Bash it guards would otherwise reload the Bash without the guard), and a definition added
 since the start that names hooks or inline MCP servers is left out until a restart (run
 without them, its guards would not hold). Both are said once in a warning.
+
+Session 28: a definition whose commands did not change is also kept whole as it was last
+given when its other fields widen what its runs may do (``reload_widening.py``: only its
+words and a narrowing of its tools are taken).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from subagents.definitions.reload_widening import widened
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.logs import get_logger
 
@@ -76,14 +81,33 @@ class CommandsAtStart:
                 return None
             self._read[spec.name] = _commands(spec)  # (a code one: as first seen)
             return spec
-        if _commands(spec) == kept:
-            return spec
         last = self._given.get(spec.name)
+        if _commands(spec) == kept:
+            wider = () if last is None else widened(last, spec)
+            if not wider:
+                return spec
+            self._warn_widened(spec, wider)
+            return last
         if last is None or _commands(last) != kept:
             self._warn(spec, "left out until a restart")
             return None
         self._warn(spec, "the definition is kept whole as it was until a restart")
         return last
+
+    def _warn_widened(self, spec: AgentSpec, fields: tuple[str, ...]) -> None:
+        key = (spec.name, repr(tuple(getattr(spec, f) for f in fields)))
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        log.warning(
+            "a definition's change widens what its runs may do: a reload takes only its"
+            " words (prompt, description...) and a narrowing of its tools (a run that may"
+            " write the agents' folder must not widen its own); the definition is kept whole"
+            " as it was until a restart",
+            agent=spec.name,
+            source=spec.source,
+            fields=list(fields),
+        )
 
     def _warn(self, spec: AgentSpec, what: str) -> None:
         key = (spec.name, repr(_commands(spec)))

@@ -134,6 +134,10 @@ class Worktrees:
         self._open: dict[str, Worktree] = {}
         self._lent: dict[str, Path] = {}
         """By run held to plan mode: the workspace its parent reads (``lend``)."""
+        self._borrowed: dict[Path, Worktree] = {}
+        """Unchanged worktrees whose runs ended while a run they were lent to still reads
+        them (a detached or cancelled child outlives its parent's end), by the workspace
+        lent: removed when the last borrower ends (``finish``), or at ``close``."""
 
     def _repo(self, look: GitJail | None, branch: str) -> tuple[Path, Path, str, bool]:
         """(top level, the workspace relative to it, HEAD's commit, whether ``branch``
@@ -197,6 +201,7 @@ class Worktrees:
                 raise WorktreeError(f"could not make a worktree for run {run_id}: {exc}") from None
             tree = dataclasses.replace(tree, base=base)
             self._open[run_id] = tree
+            self._borrowed.pop(tree.workspace, None)  # its owner's again (a restart)
             log.info("worktree created", run_id=run_id, path=str(path), branch=branch)
             return tree
 
@@ -205,7 +210,9 @@ class Worktrees:
         parent reads, its parent's worktree (or the one lent to its parent in turn), kept for
         the run until ``finish``; None when its parent has none here (the runtime's
         workspace then). A plan run's helper explores what its parent will change, not the
-        main tree (session 27)."""
+        main tree (session 27). The worktree stays while the run reads it, whenever its
+        owner ends (session 28: the parent's end removed an unchanged one under its
+        helper)."""
         with self._lock:
             tree = self._open.get(parent_id) if parent_id is not None else None
             seen = tree.workspace if tree is not None else self._lent.get(parent_id or "")
@@ -221,13 +228,21 @@ class Worktrees:
         """End the run's worktree: removed if unchanged, kept (and described) if changed.
         Never raises: a git failure keeps the worktree and says why in the report."""
         with self._lock:
-            self._lent.pop(run_id, None)
+            read = self._lent.pop(run_id, None)
+            left = self._borrowed.get(read) if read is not None else None
+            if left is not None and read not in self._lent.values():  # its last borrower
+                del self._borrowed[left.workspace]
+                self._finish(left)
             tree = self._open.pop(run_id, None)
             if tree is None:
                 return None
-            return self._finish(tree)
+            lent = tree.workspace in self._lent.values()
+            return self._finish(tree, lent=lent)
 
-    def _finish(self, tree: Worktree) -> WorktreeReport:
+    def _finish(self, tree: Worktree, *, lent: bool = False) -> WorktreeReport:
+        """Remove ``tree`` if unchanged, else keep it (the report). ``lent``: a run still
+        reads it, so an unchanged one is left for the last of those to end (``finish``); it
+        can write nothing there (held to plan mode), so the report stands."""
         try:
             look, write = tree.jail, tree.writing()
             if not tree.path.exists():
@@ -241,6 +256,10 @@ class Worktrees:
                 tree.path, "rev-list", "--count", "--left-right", f"{tree.base}...HEAD", jail=look
             )
             behind, commits = (int(part) for part in apart.split())
+            if not lines and behind == commits == 0 and lent:
+                self._borrowed[tree.workspace] = tree
+                log.info("worktree left for its borrowers", run_id=tree.run_id, path=str(tree.path))
+                return WorktreeReport(tree.path, tree.branch, tree.base, kept=False)
             if not lines and behind == commits == 0:
                 git(tree.repo, "worktree", "remove", "--force", str(tree.path), jail=write)
                 git(tree.repo, "branch", "-D", tree.branch, jail=write)
@@ -272,6 +291,9 @@ class Worktrees:
         """Finish every worktree still open (the runtime is closing)."""
         with self._lock:
             trees, self._open = list(self._open.values()), {}
+            left, self._borrowed, self._lent = list(self._borrowed.values()), {}, {}
+        for tree in left:  # (their borrowers end with the runtime: only the removal was left)
+            self._finish(tree)
         return [self._finish(tree) for tree in trees]
 
     # ---- git details --------------------------------------------------------------------------

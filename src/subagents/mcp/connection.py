@@ -34,6 +34,7 @@ from subagents.mcp.selection import McpTool, exposed_name
 from subagents.tools.detached import detaches
 from subagents.tools.held import SESSION_END_S, NamedStatus, hung_up, named_status
 from subagents.tools.processes import held_argv
+from subagents.tools.reaper import LEASE_VARIABLE
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
 from subagents.tools.scratch import MCP_DIR, make_dir
 
@@ -74,6 +75,8 @@ class ServerConnection:
         """The sandbox of the run that started it (``tools.sandbox``): a stdio server's
         process starts in it, with a temporary directory of its own; None: unsandboxed."""
         self._temp: str | None = None
+        self.lease_env: dict[str, str] = {}
+        """The runtime's lease line for the server's reaper (``McpHub.lease_env``)."""
         self.start_timeout = start_timeout
         self.cwd = cwd
         self.client_name = client_name
@@ -210,6 +213,8 @@ class ServerConnection:
         process, ended at once, so the server's end at its session's is waited for here
         (``_end_held``)."""
         env = dict(config.env) or None
+        if env is not None:
+            env.pop(LEASE_VARIABLE, None)  # only this runtime's own line, below
         found = shutil.which(config.command, path=(env or {}).get("PATH"))
         if found is None and (self.sandbox is not None or os.sep not in config.command):
             raise FileNotFoundError(2, "not found", config.command)  # said plainly
@@ -221,6 +226,8 @@ class ServerConnection:
         if status is not None:
             stack.push_async_callback(_end_held, status, bool(detach))
             reap = ["--status-path", status.path, *detach]
+            if self.lease_env:  # its reaper kills it at the line (``tools.lease_line``)
+                env = {**(env or {}), **self.lease_env}
         if self.sandbox is None:  # a path with a '/' as given: from the server's directory
             program = config.command if os.sep in config.command else str(found)
             return held_argv([program, *config.args], Path(), None, reap), env

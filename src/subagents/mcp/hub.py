@@ -244,6 +244,10 @@ class McpHub:
         self._connections: dict[Any, ServerConnection] = {}
         self._closed = False
         self._warned: set[tuple[str, str]] = set()
+        self.lease_env: dict[str, str] = {}
+        """The runtime's lease line, named for the reaper of each stdio server started from
+        now (``tools.lease_line``; set once the lease keeper publishes it): a stalled host's
+        servers die before its runs can be taken over."""
 
     def blueprint(self) -> dict[str, Any]:
         """What makes an equal hub in another process (a cluster's node): its servers and
@@ -484,6 +488,7 @@ class McpHub:
             connection = ServerConnection(
                 server, start_timeout=self.start_timeout, cwd=self.cwd, sandbox=sandbox
             )
+            connection.lease_env = self.lease_env
             connection.serving = self._loop.portal.start_task_soon(
                 connection.serve, name=f"mcp:{server.name}"
             )

@@ -428,6 +428,14 @@ class Services:
             raise
         if self.processes is not None and line is not None:  # published: commands may hold it
             self.processes.lease_env = line.environment
+            if self.mcp is not None:  # (stdio servers: named by its /proc link)
+                self.mcp.lease_env = line.named_environment
+                if not self.mcp.lease_env:
+                    log.warning(
+                        "this runtime's /proc/PID/fd is not its user's (not dumpable) or not"
+                        " its own (a /proc of another PID namespace): its stdio MCP servers"
+                        " get no lease line, and a stalled host's servers outlive its lease"
+                    )
         assert self.fenced is not None
         self.fenced.fence = self.lease.fence
 

@@ -28,8 +28,17 @@ there (``Sandbox(writable=["/tmp"])``: it kept its commands alive past the line,
 whole runtime's), and a host killed with SIGKILL left its file behind for good. It is rewritten
 in place, never replaced: its 16 bytes are the deadline in nanoseconds twice; a reader that
 finds the halves differ (it read during a write) reads again (``reaper._deadline``).
-Bash commands, background shells and hooks' commands get the line (``ProcessGroups.lease_env``);
-stdio MCP servers do not: a server acts when asked, and a stalled host asks nothing.
+Bash commands, background shells and hooks' commands get the line (``ProcessGroups.lease_env``),
+and since session 28 stdio MCP servers too (``McpHub.lease_env``): a server's tool call in
+flight (a migration, a deploy, a watcher it started) went on acting on the workspace while
+the stalled host's runs were taken over, as a Bash command did. The mcp SDK that starts a
+server passes no descriptor, so its reaper is given the line by a path naming the runtime's
+read-only descriptor, ``/proc/<pid>/fd/<n>`` (``named_environment``, as its status pipe is
+named: ``held.named_status``), opened before the sandbox restricts it: no file names it, and
+a sandboxed process may not open another process's ``/proc/<pid>/fd`` links (Landlock's
+ptrace scope). Where that link is not this user's (a runtime made non-dumpable) a server
+gets no line (logged at its start). The server, when its line passes, dies with everything
+it started: its run's next call finds it dead (``McpServerError``).
 
 A host that was only slow (not stopped) past the line loses its commands (the model sees a
 command killed by SIGKILL) while its lease, lapsed, is anyone's: its writes are refused if
@@ -83,6 +92,24 @@ class LeaseLine:
         read-only descriptor it inherits (``fds_of``)."""
         return {reaper.LEASE_VARIABLE: str(self.reader)}
 
+    @property
+    def named_environment(self) -> dict[str, str]:
+        """The same for a launcher its starter passes no descriptor to (the mcp SDK's): the
+        ``/proc`` link of the read-only descriptor, which the reaper opens (``reaper.
+        hold_lease``); empty where that link is not this user's, or not this process's
+        descriptor (a ``/proc`` mounted for another PID namespace names another process:
+        review of session 28, a runtime in ``unshare --pid`` named its outer pid 1's and
+        no server started)."""
+        fds = f"/proc/{os.getpid()}/fd"
+        try:
+            ours = os.stat(fds).st_uid == os.geteuid()  # a non-dumpable process's are root's
+            # (and this process's: a /proc of another PID namespace names someone else's)
+            named, held = os.stat(f"{fds}/{self.reader}"), os.fstat(self.reader)
+            ours = ours and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+        except OSError:
+            ours = False
+        return {reaper.LEASE_VARIABLE: f"{fds}/{self.reader}"} if ours else {}
+
     def publish(self, at: float) -> None:
         """Say the deadline ``at`` (a ``clock()`` reading); nothing once closed."""
         half = round(at * 1e9).to_bytes(8, "little")
@@ -104,4 +131,4 @@ def fds_of(environment: Mapping[str, str] | None) -> tuple[int, ...]:
     """The descriptors a launcher given ``environment`` must inherit: the line's, if it names
     one (``LeaseLine.environment``)."""
     given = (environment or {}).get(reaper.LEASE_VARIABLE)
-    return (int(given),) if given else ()
+    return (int(given),) if given and given.isdigit() else ()  # (a path: nothing to pass)

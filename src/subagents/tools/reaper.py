@@ -333,12 +333,14 @@ def _supervise(shell: int, status_fd: int, linger: bool) -> int:
 
 def hold_lease() -> None:
     """Take the host's lease line, if its environment names one (taken out: not the
-    command's): the descriptor this process inherited, made close-on-exec (its command
-    does not get it), before the sandbox restricts this process; an ``OSError`` when it is
-    not open (nothing starts)."""
+    command's): the descriptor this process inherited, or one opened read-only from the
+    ``/proc`` link named (a starter that passes no descriptor), made close-on-exec (its
+    command does not get it), before the sandbox restricts this process; an ``OSError``
+    when it is not open (nothing starts)."""
     global _lease
     if line := os.environ.pop(LEASE_VARIABLE, None):
-        fd = int(line)
+        # (a path: named by its /proc link, for an MCP server's reaper: lease_line.py)
+        fd = os.open(line, os.O_RDONLY | os.O_CLOEXEC) if line.startswith("/") else int(line)
         os.fstat(fd)  # (OSError: not open)
         os.set_inheritable(fd, False)
         _lease = fd

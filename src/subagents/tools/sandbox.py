@@ -455,20 +455,30 @@ def submodule_git_dir(marker: Path) -> Path | None:
     record, outside the workspace, which a run that planted the pointer cannot write (as
     ``worktree_git_dir``; the last read of session 26 found submodule workspaces refused).
     Its config is read as text, no git run (``_core_worktree``)."""
-    if marker.is_symlink():
-        return None
     try:
-        text = marker.read_text().strip()
-        if not text.startswith("gitdir:"):
+        gitdir = _pointed_git_dir(marker)
+        if gitdir is None:
             return None
-        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
         named = _core_worktree((gitdir / "config").read_text())
         if named is None or (gitdir / "commondir").exists():
             return None
         back = (gitdir / named).resolve()
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError):  # unreadable, missing, a NUL in a path, not UTF-8
         return None
     return gitdir if back == marker.parent.resolve() else None
+
+
+def _pointed_git_dir(marker: Path) -> Path | None:
+    """The directory a ``.git`` file names (``gitdir: PATH``, relative to its folder),
+    resolved; None for a symlink (whatever it points to is not this checkout's record) or a
+    file that names none. Believed by neither caller until git's own records agree.
+    ``OSError``/``ValueError`` when it cannot be read."""
+    if marker.is_symlink():
+        return None
+    text = marker.read_text().strip()
+    if not text.startswith("gitdir:"):
+        return None
+    return (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
 
 
 def _core_worktree(config: str) -> str | None:
@@ -493,13 +503,10 @@ def worktree_git_dir(marker: Path) -> tuple[Path, Path] | None:
     it may already write, so a pointer it planted names nothing more. A ``.git`` that is a
     symlink names nothing: git's records point back to its target, a genuine worktree of
     another repository (review of session 26: the next run wrote that repository's refs)."""
-    if marker.is_symlink():
-        return None
     try:
-        text = marker.read_text().strip()
-        if not text.startswith("gitdir:"):
+        gitdir = _pointed_git_dir(marker)
+        if gitdir is None:
             return None
-        gitdir = (marker.parent / text.removeprefix("gitdir:").strip()).resolve()
         common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
         back = (gitdir / (gitdir / "gitdir").read_text().strip()).resolve()
     except (OSError, ValueError):  # unreadable, missing, a NUL in a path

@@ -17,7 +17,7 @@ from typing import Literal
 import msgspec
 
 from subagents.tools import sandbox_exec, sandbox_shm, sandbox_syscalls
-from subagents.tools.scratch import ScratchHomeError, scratch_home
+from subagents.tools.scratch import ScratchHomeError, home_name, scratch_home
 
 State = Literal["ok", "weak", "off"]
 
@@ -41,6 +41,10 @@ class Found(msgspec.Struct, frozen=True):
     machine: str
     home: str
     home_error: str | None = None
+    squatted: str | None = None
+    """The user's home of scratch directories that could not be used (someone else's, a
+    symlink), so that ``home`` is this process's fallback (``tools/scratch.py``); None when
+    ``home`` is it."""
 
 
 def found() -> Found:
@@ -50,12 +54,16 @@ def found() -> Found:
     abi = sandbox_exec.landlock_abi()
     machine = os.uname().machine
     known = sandbox_syscalls.filter_program(read_only=True, network=False) is not None
+    squatted = None
     try:
-        home, error = str(scratch_home()), None
+        made, error = scratch_home(), None
+        home = str(made)
+        if made.name != home_name():
+            squatted = str(made.parent / home_name())
     except ScratchHomeError as exc:
         home, error = "", str(exc)
     refusal = private_shm_refusal() if abi else "no Landlock: no launcher runs"
-    return Found(abi, refusal, known, machine, home, error)
+    return Found(abi, refusal, known, machine, home, error, squatted)
 
 
 def checks(machine: Found) -> list[Check]:
@@ -94,6 +102,17 @@ def checks(machine: Found) -> list[Check]:
 
 
 def _scratch(machine: Found) -> Check:
+    if machine.home_error is None and machine.squatted is not None:
+        return Check(
+            "scratch",
+            "weak",
+            f"{machine.squatted} is another user's or a symlink (made first in a shared"
+            " temporary directory): each process keeps its scratch files in a private home"
+            f" of its own instead (this one's: {machine.home}), so a sandboxed command no"
+            " longer has another process's runtimes' and MCP servers' scratch files covered."
+            " Remove it (or have its owner remove it), or set TMPDIR to a directory of your"
+            " own",
+        )
     if machine.home_error is None:
         return Check("scratch", "ok", f"{machine.home}: private (0700), the user's")
     return Check("scratch", "off", machine.home_error)

@@ -11,20 +11,35 @@ MCP server's directory beside it), and a directory made after the command starte
 be covered whatever list it was given. Covering the home covers all of them, those made
 later included: they are made in the real directory, under the command's cover.
 
-The home is made private (0700) and must be the user's own directory, not a symlink: in a
-shared ``/tmp`` another user could have made it first (then ``ScratchHomeError`` says so and
-what to do, rather than handing runs a directory someone else reads).
+The home is made private (0700) and must be the user's own directory, not a symlink. In a
+shared ``/tmp`` another user can make ``subagents-<uid>`` first (or leave a symlink there):
+session 27 refused it, and so any local user could block a victim's Bash, hooks and MCP
+servers. Now the process falls back to a home of its own that nobody can pre-empt,
+``<tmp>/subagents-<uid>-XXXXXXXX`` (``tempfile.mkdtemp``: made by this call or not at all,
+0700, a random name), chosen once per temporary directory for the life of the process and
+removed at its exit, with a warning naming the squatted path. Every runtime of the process
+keeps its scratch there, so one home is still covered in each sandboxed process's namespace
+(``covered_home`` knows it); what the fallback loses is another *process's* scratch (a
+second runtime of the user elsewhere, which falls back to a home of its own): not under this
+one's cover. ``ScratchHomeError`` only when no home can be made at all (a temporary directory
+that is not a writable directory).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
+from subagents.logs import get_logger
 from subagents.tools.errors import ToolError
+
+log = get_logger("subagents.scratch")
 
 SCRATCH = "shells-"
 """The prefix of a runtime's scratch directory (``ProcessGroups.scratch``), which holds every
@@ -41,8 +56,10 @@ sandbox (``isolation/git.py``: a hook a run planted may run there)."""
 
 
 class ScratchHomeError(ToolError):
-    """The home of the scratch directories is not one this user alone owns: a tool error,
-    the Bash call or the MCP server's start answered with it (nothing starts)."""
+    """No home of scratch directories this user alone owns can be made (neither
+    ``subagents-<uid>`` nor a fallback: the temporary directory is not a writable
+    directory): a tool error, the Bash call or the MCP server's start answered with it
+    (nothing starts)."""
 
 
 def home_name() -> str:
@@ -52,26 +69,75 @@ def home_name() -> str:
 
 def scratch_home(root: Path | None = None) -> Path:
     """This user's home of scratch directories in ``root`` (None: the system's temporary
-    directory), made 0700 on first use. ``ScratchHomeError`` when it is a symlink, not a
-    directory, or another user's."""
+    directory), made 0700 on first use; where ``subagents-<uid>`` there is a symlink, not a
+    directory or another user's, this process's own fallback home (above), the same one for
+    every later call. ``ScratchHomeError`` when neither can be made."""
     base = Path(tempfile.gettempdir() if root is None else root)
-    home = base / home_name()
-    with contextlib.suppress(FileExistsError):
-        home.mkdir(mode=0o700)
+    with _CHOOSING:
+        fallback = _FALLBACKS.get(base)
+        if fallback is not None:
+            if _unusable(fallback) is None:
+                return fallback
+            return _fall_back(base, f"its fallback {fallback} was removed or replaced")
+        home = base / home_name()
+        with contextlib.suppress(FileExistsError, FileNotFoundError, NotADirectoryError):
+            home.mkdir(mode=0o700)
+        why = _unusable(home)
+        return home if why is None else _fall_back(base, why)
+
+
+_CHOOSING = threading.Lock()
+_FALLBACKS: dict[Path, Path] = {}
+"""Temporary directory -> this process's fallback home there (chosen once: every runtime's,
+MCP server's and git call's scratch of the process in one home, which each sandboxed
+process's namespace covers whole)."""
+
+
+def _unusable(home: Path) -> str | None:
+    """Why ``home`` cannot be a home of scratch directories, or None (then it is private:
+    made 0700 when it was ours but open)."""
     try:
         fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        why = _unsafe(home, f"is a symlink or not a directory ({exc.strerror})")
-        raise ScratchHomeError(why) from None
+        return f"is a symlink or not a directory ({exc.strerror})"
     try:
         found = os.fstat(fd)
         if found.st_uid != os.getuid():
-            raise ScratchHomeError(_unsafe(home, f"belongs to uid {found.st_uid}"))
+            return f"belongs to uid {found.st_uid}"
         if stat.S_IMODE(found.st_mode) & 0o077:
             os.fchmod(fd, 0o700)  # (ours: made open by hand, or by an older umask)
     finally:
         os.close(fd)
-    return home
+    return None
+
+
+def _fall_back(base: Path, why: str) -> Path:
+    """A new home of this process's own in ``base``: ``mkdtemp`` makes it or fails, so no
+    one else's directory or symlink can stand in its place (holding ``_CHOOSING``)."""
+    squatted = base / home_name()
+    try:
+        made = Path(tempfile.mkdtemp(prefix=f"{home_name()}-", dir=base))
+    except OSError as exc:
+        why = f"{why}, and no other could be made ({exc})"
+        raise ScratchHomeError(_unsafe(squatted, why)) from None
+    _FALLBACKS[base] = made
+    atexit.register(_remove, made, os.getpid())
+    log.warning(
+        "the scratch directory of this user cannot be used: this process keeps its commands'"
+        " and MCP servers' temporary files in a private one of its own instead (another"
+        " process's are not hidden from its commands); remove the first, or have its owner",
+        squatted=str(squatted),
+        why=why,
+        fallback=str(made),
+    )
+    return made
+
+
+def _remove(home: Path, maker: int) -> None:
+    """At exit, the fallback home and all in it, by the process that made it only (a forked
+    child that exits through ``atexit`` must not take its parent's)."""
+    if os.getpid() == maker:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def make_dir(prefix: str, root: Path | None = None) -> Path:
@@ -86,7 +152,10 @@ def covered_home(temp_dir: Path) -> Path | None:
     parent = temp_dir.parent
     if temp_dir.name.startswith(RUN_DIR) and parent.name.startswith(SCRATCH):
         parent = parent.parent
-    return parent if parent.name == home_name() else None
+    if parent.name == home_name():
+        return parent
+    with _CHOOSING:
+        return parent if parent in _FALLBACKS.values() else None
 
 
 def _unsafe(home: Path, why: str) -> str:
