@@ -30,6 +30,18 @@ NEGATIVE = [
 ]
 
 
+ASKED = ModelRequest(
+    model="sonnet",
+    system="s",
+    messages=(ChatMessage(role="user", content=(TextBlock(text="t"),)),),
+    tools=(),
+    max_tokens=64,
+    agent="lead",
+    run_id="run1",
+)
+"""One ask of the model (its answer is the test's)."""
+
+
 def _answer(counts: dict[str, int]) -> dict[str, object]:
     return message([{"type": "text", "text": "hi"}], **counts)  # type: ignore[arg-type]
 
@@ -39,17 +51,8 @@ def test_a_negative_count_of_tokens_is_a_malformed_response(counts: dict[str, in
     """Answered in one body (not streamed): refused at once, naming the field."""
     with FakeMessagesAPI([Reply(body=_answer(counts)), _answer({})]) as api:
         model = AnthropicModel(api_key="k", base_url=api.url)
-        asked = ModelRequest(
-            model="sonnet",
-            system="s",
-            messages=(ChatMessage(role="user", content=(TextBlock(text="t"),)),),
-            tools=(),
-            max_tokens=64,
-            agent="lead",
-            run_id="run1",
-        )
         with pytest.raises(ModelError) as info:
-            model.complete(asked)
+            model.complete(ASKED)
         assert len(api.requests) == 1  # not retried
     assert info.value.kind == "malformed_response"
     assert f"$.usage.{next(iter(counts))}" in str(info.value)
@@ -147,16 +150,7 @@ def test_counts_as_the_api_sends_them_are_taken(
     start, delta = usages
     with FakeMessagesAPI([_streamed(start, delta)]) as api:
         model = AnthropicModel(api_key="k", base_url=api.url)
-        asked = ModelRequest(
-            model="sonnet",
-            system="s",
-            messages=(ChatMessage(role="user", content=(TextBlock(text="t"),)),),
-            tools=(),
-            max_tokens=64,
-            agent="lead",
-            run_id="run1",
-        )
-        answer = model.complete(asked)
+        answer = model.complete(ASKED)
     assert answer.usage.input_tokens == start["input_tokens"]
     assert answer.usage.output_tokens == delta["output_tokens"]
     assert answer.usage.cache_read_input_tokens == (delta.get("cache_read_input_tokens") or 0)
