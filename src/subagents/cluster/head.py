@@ -29,7 +29,13 @@ from typing import Any
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, ClusterError, import_ray
 from subagents.cluster.liveness import Liveness
 from subagents.cluster.membership import Lost, Member, NodeInfo
-from subagents.cluster.store_service import StoreCall, StoreInfo, StoreService
+from subagents.cluster.store_service import (
+    PROTOCOL,
+    StoreCall,
+    StoreInfo,
+    StoreService,
+    caller_protocol,
+)
 
 HEAD_RESOURCE = "node:__internal_head__"
 """The resource only the head node has (Ray's convention for head-pinned actors)."""
@@ -51,7 +57,8 @@ class Head:
 
     # ---- node hosts ------------------------------------------------------------------------
 
-    def register(self, info: NodeInfo, host: Any) -> int:
+    def register(self, info: NodeInfo, host: Any, protocol: int | None = None) -> int:
+        caller_protocol(protocol)
         return self.liveness.register(info, host)
 
     def beat(self, node: str, incarnation: int) -> bool:
@@ -68,25 +75,41 @@ class Head:
 
     # ---- the store -------------------------------------------------------------------------
 
-    def info(self) -> StoreInfo:
+    # Each call says its caller's protocol last (``store_service.caller_protocol``): one
+    # that says none (a process of before session 27) is refused by name. ``protocol``
+    # itself is what a caller asks first, of any version.
+
+    def info(self, protocol: int | None = None) -> StoreInfo:
+        caller_protocol(protocol)
         return self.service.info()
 
     def protocol(self) -> int:
         return self.service.protocol()
 
-    def write(self, calls: Sequence[StoreCall]) -> None:
+    def write(self, calls: Sequence[StoreCall], protocol: int | None = None) -> None:
+        caller_protocol(protocol)
         self.service.write(calls)
 
-    def call(self, call: StoreCall) -> Any:
+    def call(self, call: StoreCall, protocol: int | None = None) -> Any:
+        caller_protocol(protocol)
         return self.service.call(call)
 
-    def list_runs_sparing(self, call: StoreCall, held: Sequence[StoreCall] = ()) -> Any:
+    def list_runs_sparing(
+        self, call: StoreCall, held: Sequence[StoreCall] = (), protocol: int | None = None
+    ) -> Any:
+        caller_protocol(protocol)
         return self.service.list_runs_sparing(call, held)
 
-    def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+    def write_then(
+        self, held: Sequence[StoreCall], call: StoreCall, protocol: int | None = None
+    ) -> Any:
+        caller_protocol(protocol)
         return self.service.write_then(held, call)
 
-    def read_within(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+    def read_within(
+        self, held: Sequence[StoreCall], call: StoreCall, protocol: int | None = None
+    ) -> Any:
+        caller_protocol(protocol)
         return self.service.read_within(held, call)
 
 
@@ -128,7 +151,10 @@ def head_actor(
         .remote(path, heartbeat_timeout_s)
     )
     if path is not None:
-        info: StoreInfo = ray.get(actor.info.remote())
+        from subagents.cluster.remote_store import refuse_another_protocol
+
+        refuse_another_protocol(actor, lambda ref, _: ray.get(ref), name)  # (first: below)
+        info: StoreInfo = ray.get(actor.info.remote(PROTOCOL))
         if Path(info.path) != Path(path):
             raise ClusterError(
                 f"the cluster's store {name!r} serves {info.path}, not {path}: give that path,"
