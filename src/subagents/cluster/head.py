@@ -22,7 +22,7 @@ Why these options (Ray's own state actors use the same ones):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +151,6 @@ def head_actor(
         .remote(path, heartbeat_timeout_s)
     )
     if path is not None:
-        from subagents.cluster.remote_store import refuse_another_protocol
-
         refuse_another_protocol(actor, lambda ref, _: ray.get(ref), name)  # (first: below)
         info: StoreInfo = ray.get(actor.info.remote(PROTOCOL))
         if Path(info.path) != Path(path):
@@ -161,3 +159,30 @@ def head_actor(
                 " or another store name"
             )
     return actor
+
+
+def refuse_another_protocol(actor: Any, get: Callable[[Any, str], Any], name: str) -> None:
+    """A ``ClusterError`` naming both versions when the head serving the store speaks another
+    protocol than this process (``store_service.PROTOCOL``): a detached head outlives the
+    driver that started it, and mixed versions misread each other (a read the head does not
+    know refused at every try, a row's data of another shape), so they are refused at once."""
+    try:
+        asked = actor.protocol
+    except AttributeError:  # (a head of before session 27: no such method)
+        theirs = None
+    else:
+        theirs = get(asked.remote(), "protocol")
+    if theirs == PROTOCOL:
+        return
+    said = (
+        "a subagents older than this one (no protocol version)"
+        if theirs is None
+        else f"protocol {theirs}"
+    )
+    raise ClusterError(
+        f"the cluster's store {name!r} is served by a head running {said}; this process runs"
+        f" protocol {PROTOCOL}: a head and the processes using it must run the same subagents."
+        f" Stop the older side: the head is the detached actor {name!r} (namespace"
+        f" {NAMESPACE!r}: `ray stop` on the cluster, or ray.kill of it once no runtime uses it;"
+        " its file keeps every run), then start it with the same version as this process"
+    )

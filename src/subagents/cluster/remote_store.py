@@ -45,7 +45,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, ClusterError, connect, import_ray
+from subagents.cluster.connect import HEAD_ACTOR, ClusterError, connect, import_ray
 from subagents.cluster.store_service import PROTOCOL, StoreCall, StoreInfo
 from subagents.messages import (
     ApprovalRecord,
@@ -90,6 +90,8 @@ class ClusterStore(RunStore):
         self.name = name
         self._batches = _OpenBatch()
         self._closed = False
+        from subagents.cluster.head import refuse_another_protocol
+
         refuse_another_protocol(actor, self._get, name)  # first: any other answer may differ
         info: StoreInfo = self._get(actor.info.remote(PROTOCOL), "info")
         self.path = Path(info.path)
@@ -457,33 +459,6 @@ class ClusterStore(RunStore):
         """This client is done (the store itself keeps serving the cluster)."""
         self._closed = True
         self._batches.held.clear()  # (another thread's open batch is dropped at its end)
-
-
-def refuse_another_protocol(actor: Any, get: Callable[[Any, str], Any], name: str) -> None:
-    """A ``ClusterError`` naming both versions when the head serving the store speaks another
-    protocol than this process (``store_service.PROTOCOL``): a detached head outlives the
-    driver that started it, and mixed versions misread each other (a read the head does not
-    know refused at every try, a row's data of another shape), so they are refused at once."""
-    try:
-        asked = actor.protocol
-    except AttributeError:  # (a head of before session 27: no such method)
-        theirs = None
-    else:
-        theirs = get(asked.remote(), "protocol")
-    if theirs == PROTOCOL:
-        return
-    said = (
-        "a subagents older than this one (no protocol version)"
-        if theirs is None
-        else f"protocol {theirs}"
-    )
-    raise ClusterError(
-        f"the cluster's store {name!r} is served by a head running {said}; this process runs"
-        f" protocol {PROTOCOL}: a head and the processes using it must run the same subagents."
-        f" Stop the older side: the head is the detached actor {name!r} (namespace"
-        f" {NAMESPACE!r}: `ray stop` on the cluster, or ray.kill of it once no runtime uses it;"
-        " its file keeps every run), then start it with the same version as this process"
-    )
 
 
 def open_cluster_store(address: str, *, name: str = HEAD_ACTOR) -> ClusterStore:

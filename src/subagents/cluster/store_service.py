@@ -49,13 +49,8 @@ served it (session 27), and it misread what it was answered. 2 (session 28): eve
 it; 1 (session 27): the client checked the head's; none before."""
 
 
-class OtherProtocol(StoreError):
-    """A call to the cluster's head from a process of another protocol version (or of none:
-    a subagents of before session 27), refused before anything is read or written."""
-
-
 def caller_protocol(theirs: object) -> None:
-    """``OtherProtocol`` unless ``theirs`` (what a call to the head said of its caller's
+    """A ``StoreError`` unless ``theirs`` (what a call to the head said of its caller's
     version; None: nothing, a process of before session 27) is ``PROTOCOL``: the message
     says which side runs what and which process to upgrade."""
     if theirs == PROTOCOL:
@@ -65,7 +60,7 @@ def caller_protocol(theirs: object) -> None:
         if theirs is None
         else f"runs protocol {theirs!r}"
     )
-    raise OtherProtocol(
+    raise StoreError(
         f"this cluster's head runs subagents protocol {PROTOCOL}; the process calling it"
         f" {said}: a head and the processes using it must run the same subagents. Upgrade"
         " the calling process (the driver, a node's subagents, or the CLI) to the head's"
