@@ -242,7 +242,7 @@ def test_a_caller_that_says_no_protocol_is_refused_by_a_newer_head(served: Any) 
 
     said = (
         f"this cluster's head runs subagents protocol {PROTOCOL}; the process calling it says"
-        " no protocol version: it runs a subagents older than session 27: a head and the"
+        " no protocol version: it runs a subagents of session 27 or older: a head and the"
         " processes using it must run the same subagents. Upgrade the calling process (the"
         " driver, a node's subagents, or the CLI) to the head's version"
     )

@@ -108,7 +108,7 @@ def test_a_caller_of_another_protocol_or_of_none_is_refused_saying_what_to_upgra
 
     caller_protocol(PROTOCOL)  # today's: no error
     for theirs, said in [
-        (None, "says no protocol version: it runs a subagents older than session 27"),
+        (None, "says no protocol version: it runs a subagents of session 27 or older"),
         (PROTOCOL - 1, f"runs protocol {PROTOCOL - 1}"),
         ("x", "runs protocol 'x'"),
     ]:

@@ -128,3 +128,29 @@ def test_the_same_end_saved_again_is_no_refusal_and_is_written() -> None:
     out = write_again(store, list(ours), effects, AlreadyEnded("refused"))
     assert out == effects
     assert [e.kind for e in store.events("r")] == [EventKind.COMPLETED]
+
+
+def test_a_refused_runs_dead_letters_stay_written_and_shown_with_their_mails_state() -> None:
+    """The runtime's end of a run refused makes its unread mail dead all the same (the run
+    ended either way): the mail's state is kept, and so is its ``dead_letter`` event, in the
+    store and for subscribers; only the run's end (record, outcome, end event) is the
+    store's."""
+    store = MemoryStore()
+    record = _run("r")
+    store.save_run(record)
+    theirs = _end(record, RunStatus.CANCELLED, 5.0, "elsewhere")
+    store.save_run(theirs[0].record)  # type: ignore[union-attr]
+    ours = _end(record, RunStatus.COMPLETED, 6.0, "mine")
+    dead = Event(
+        kind=EventKind.DEAD_LETTER,
+        run_id="r",
+        agent="echo",
+        root_run_id="r",
+        ts=6.0,
+        data={"mail_id": "m1", "sender": "s"},
+    )
+    writes: list[Write] = [*ours, SetMailsState(("m1",), MailState.DEAD), AppendEvent(dead)]
+    effects = [*_effects(ours, "req", None), Publish(dead)]
+    out = write_again(store, writes, effects, AlreadyEnded("refused"))
+    assert [e.kind for e in store.events("r")] == [EventKind.DEAD_LETTER]
+    assert [e.event.kind for e in out if isinstance(e, Publish)] == [EventKind.DEAD_LETTER]

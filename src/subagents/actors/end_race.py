@@ -15,14 +15,15 @@ So the supervisor keeps the writes of its open group (``EndRace.kept``, the writ
 decision written in it, in order), and when the store refuses an end (at a decision's write,
 or at the group's commit), the group is rolled back and written again, in one transaction
 of its own, less the writes about each run the store keeps ended with another end
-(``refused``: its record, outcome, events, preview, subscriptions: ``owed.about``); the
+(``refused``: its record, outcome and end event: ``owed.about``, ``_stands``); the
 store is read in that transaction (SQLite: its write lock held from the read, so no end can
 land between; PostgreSQL: one may, and it is tried again, up to ``TRIES``). For such a run:
 
 - its requester (the outside for a root, its parent's tool call) is told the outcome the
   store keeps, not the runtime's, and that outcome is marked delivered;
 - its subscribers are shown the end event the store keeps (none if its writer appended
-  none), not the runtime's events of it, which the store does not keep;
+  none), not the runtime's end event, which the store does not keep; its other events
+  (a dead letter of its unread mail) are written and shown;
 - the rest of the decision stands: its agent was stopped, its slot freed, its children
   cancelled (their reason names the runtime's end), its unread mail made dead letters, as
   for any end: the run ended either way.
@@ -43,7 +44,15 @@ from subagents.logs import get_logger
 from subagents.messages import Batch, ChildDone, Event, Outcome, RunRecord
 from subagents.store.base import READ_SLICE, AlreadyEnded, RunStore
 from subagents.store.memory import MemoryStore
-from subagents.store.writes import OutcomeDelivered, SaveRun, Write, write_all
+from subagents.store.writes import (
+    AppendEvent,
+    DropPreview,
+    DropSubscriptions,
+    OutcomeDelivered,
+    SaveRun,
+    Write,
+    write_all,
+)
 from subagents.supervision.effects import Decision, Effect, Publish, Tell, TellOutside
 
 log = get_logger("subagents.supervisor")
@@ -201,14 +210,14 @@ def _without(
 ) -> tuple[list[Write], list[Effect]]:
     """``writes`` and ``effects`` for the runs of ``kept`` (ended by another writer) as the
     store keeps them (the module's list)."""
-    rest: list[Write] = [w for w in writes if about(w) not in kept]
+    rest: list[Write] = [w for w in writes if about(w) not in kept or _stands(w)]
     out: list[Effect] = []
     told: list[str] = []
     shown: set[str] = set()
     for effect in effects:
         if type(effect) is Publish:
             run_id = effect.event.run_id
-            if run_id in kept:
+            if run_id in kept and effect.event.kind in END_KINDS:
                 if run_id not in shown:  # where the runtime's first event of it was
                     shown.add(run_id)
                     out += (Publish(e) for e in _kept_end(store, run_id))
@@ -218,6 +227,16 @@ def _without(
         out.append(effect)
     rest += (OutcomeDelivered(run_id) for run_id in told)
     return rest, out
+
+
+def _stands(write: Write) -> bool:
+    """Whether ``write``, about a run the store keeps ended by another writer, is written all
+    the same: what the runtime's end did besides ending it (it ended either way), which no
+    end refuses: an event that is not an end (a ``dead_letter``, whose mail's state is
+    written: ``SetMailsState``), its preview and subscriptions dropped (as in memory)."""
+    if isinstance(write, AppendEvent):
+        return write.event.kind not in END_KINDS
+    return isinstance(write, DropPreview | DropSubscriptions)
 
 
 def _told_kept(effect: Any, kept: dict[str, RunRecord], told: list[str]) -> Any:

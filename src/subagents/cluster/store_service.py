@@ -51,12 +51,14 @@ it; 1 (session 27): the client checked the head's; none before."""
 
 def caller_protocol(theirs: object) -> None:
     """A ``StoreError`` unless ``theirs`` (what a call to the head said of its caller's
-    version; None: nothing, a process of before session 27) is ``PROTOCOL``: the message
+    version; None: nothing, a process of session 27 or before: its ``ClusterStore`` checked
+    the head's protocol but said none, and its node hosts and a ``head_actor`` given a path
+    call the head before any check) is ``PROTOCOL``: the message
     says which side runs what and which process to upgrade."""
     if theirs == PROTOCOL:
         return
     said = (
-        "says no protocol version: it runs a subagents older than session 27"
+        "says no protocol version: it runs a subagents of session 27 or older"
         if theirs is None
         else f"runs protocol {theirs!r}"
     )
