@@ -292,10 +292,11 @@ def _ps(root: str, address: str, env: dict[str, str]) -> tuple[float, float]:
     import ray
 
     from subagents.cluster.head import head_actor
+    from subagents.cluster.store_service import PROTOCOL
 
     path = f"{root}/ps.sqlite3"
     head = head_actor(path=path)  # the default name: what `ps --ray` looks for
-    ray.get(head.info.remote())
+    ray.get(head.info.remote(PROTOCOL))
     command = [sys.executable, "-m", "subagents.cli.main", "ps", "--all", "--json"]
     timings = []
     for extra in (["--ray", address], ["--state", path]):

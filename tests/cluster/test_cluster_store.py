@@ -17,6 +17,7 @@ from raycluster import LocalCluster
 from subagents.cluster.connect import ClusterError
 from subagents.cluster.head import head_actor
 from subagents.cluster.remote_store import ClusterStore, open_cluster_store
+from subagents.cluster.store_service import PROTOCOL
 from subagents.store.base import StoreError
 
 from .records import event, run
@@ -112,13 +113,13 @@ def test_the_store_actor_comes_back_on_the_same_file_after_its_process_is_killed
     import ray
 
     store.save_run(run("k1"))
-    before = ray.get(served.info.remote())
+    before = ray.get(served.info.remote(PROTOCOL))
     os.kill(before.pid, signal.SIGKILL)  # the head is this machine: its worker is a process here
     answers: list[Any] = []
 
     def back() -> bool:  # Ray restarts it (max_restarts=-1); calls fail until it is back
         try:
-            answers.append(ray.get(served.info.remote(), timeout=10))
+            answers.append(ray.get(served.info.remote(PROTOCOL), timeout=10))
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             return False
         return True
@@ -181,7 +182,11 @@ def _older_head() -> type:
     methods = {
         k: v for k, v in vars(Head).items() if k not in ("protocol", "__dict__", "__weakref__")
     }
-    return type("OlderHead", (), methods)
+
+    def info(self: Any) -> Any:  # (its callers said no protocol)
+        return self.service.info()
+
+    return type("OlderHead", (), {**methods, "info": info})
 
 
 def test_a_head_of_another_protocol_is_refused_naming_both_versions(
@@ -190,11 +195,12 @@ def test_a_head_of_another_protocol_is_refused_naming_both_versions(
     """A detached head outlives its driver: an upgraded driver reaching the old head had its
     recovery retry, for ever, a read the old head refused (``get_runs``), and an old driver
     misread the new head's damaged rows. A client now refuses a head of another protocol at
-    its start, saying which each side runs and what to do; nothing is written."""
+    its start, saying which each side runs and what to do; nothing is written. (A head
+    started with a path is checked so as it starts: ``head_actor``.)"""
     import ray
 
+    from subagents.cluster.connect import NAMESPACE
     from subagents.cluster.head import Head
-    from subagents.cluster.store_service import PROTOCOL
 
     class Newer(Head):
         def protocol(self) -> int:
@@ -208,15 +214,53 @@ def test_a_head_of_another_protocol_is_refused_naming_both_versions(
     ):
         name = f"test-cluster-protocol-{n}"
         path = tmp_path / f"runs-{n}.sqlite3"
-        actor = head_actor(name=name, path=str(path), kind=kind)
         try:
+            with pytest.raises(ClusterError) as started:
+                head_actor(name=name, path=str(path), kind=kind)
+            actor = ray.get_actor(name, namespace=NAMESPACE)
             with pytest.raises(ClusterError) as refused:
                 ClusterStore(actor, name=name)
-            assert str(refused.value).startswith(
-                f"the cluster's store {name!r} is served by a head running {said}; this"
-                f" process runs protocol {PROTOCOL}: a head and the processes using it must"
-                " run the same subagents."
-            ), refused.value
+            for error in (started.value, refused.value):
+                assert str(error).startswith(
+                    f"the cluster's store {name!r} is served by a head running {said}; this"
+                    f" process runs protocol {PROTOCOL}: a head and the processes using it"
+                    " must run the same subagents."
+                ), error
         finally:
-            ray.kill(actor)
+            ray.kill(ray.get_actor(name, namespace=NAMESPACE))
     assert ClusterStore(served, name="test-cluster-store").get_run("p") is None  # today's
+
+
+def test_a_caller_that_says_no_protocol_is_refused_by_a_newer_head(served: Any) -> None:
+    """A process of before session 27 checks no protocol and says none: it calls the head's
+    methods as they were (no last argument). Today's head refuses each such call by name,
+    saying what to upgrade, before it reads or writes anything; a caller of today goes on."""
+    import ray
+
+    from subagents.cluster.membership import NodeInfo
+    from subagents.cluster.store_service import StoreCall
+
+    said = (
+        f"this cluster's head runs subagents protocol {PROTOCOL}; the process calling it says"
+        " no protocol version: it runs a subagents of session 27 or older: a head and the"
+        " processes using it must run the same subagents. Upgrade the calling process (the"
+        " driver, a node's subagents, or the CLI) to the head's version"
+    )
+    old_calls = [  # what such a process sent (session 26's ``ClusterStore``, node host)
+        served.info.remote(),
+        served.write.remote([StoreCall("save_run", (run("old1"),))]),
+        served.call.remote(StoreCall("get_run", ("old1",))),
+        served.read_within.remote([], StoreCall("get_run", ("old1",))),
+        served.write_then.remote([], StoreCall("take_commands", (None,))),
+        served.list_runs_sparing.remote(StoreCall("list_runs")),
+        served.register.remote(NodeInfo(node="old-node", host="h"), None),
+    ]
+    for ref in old_calls:
+        with pytest.raises(StoreError) as refused:
+            ray.get(ref, timeout=WAIT_S)
+        error = refused.value.cause  # type: ignore[attr-defined]  # (as the head raised it)
+        assert str(error).startswith(said), error
+    store = ClusterStore(served, name="test-cluster-store")  # today's: goes on
+    assert store.get_run("old1") is None  # (nothing of the old write was kept)
+    store.save_run(run("new1"))
+    assert store.get_run("new1") == run("new1")

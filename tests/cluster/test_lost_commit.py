@@ -26,6 +26,7 @@ import pytest
 from gates import Gate
 from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
+from subagents.cluster.store_service import PROTOCOL
 from subagents.messages import EventKind, RunStatus
 
 from .test_cluster_runtime import (
@@ -121,7 +122,7 @@ def _head_pid(store: Any) -> int | None:
     import ray
 
     try:
-        pid: int = ray.get(store._actor.info.remote(), timeout=10).pid
+        pid: int = ray.get(store._actor.info.remote(PROTOCOL), timeout=10).pid
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
         return None
     return pid
@@ -143,7 +144,7 @@ def _held_head(name: str, path: str, committed: str, hold: str, applied: bool) -
             time.sleep(0.01)
 
     class AnswerHeld(Head):
-        def write(self, calls: Any) -> None:
+        def write(self, calls: Any, protocol: int | None = None) -> None:
             ends = [
                 c
                 for c in calls
@@ -153,7 +154,7 @@ def _held_head(name: str, path: str, committed: str, hold: str, applied: bool) -
             now = bool(ends) and not os.path.exists(committed)
             if now and not applied:
                 held()
-            super().write(calls)
+            super().write(calls, protocol)
             if now and applied:
                 held()
 
@@ -247,11 +248,11 @@ def _twice_held_head(name: str, path: str, marks: str, hold: str) -> Any:
         )
 
     class TwiceLost(Head):
-        def write(self, calls: Any) -> None:
+        def write(self, calls: Any, protocol: int | None = None) -> None:
             first, second = os.path.join(marks, "1"), os.path.join(marks, "2")
             if ending(calls, RunStatus.COMPLETED) and not os.path.exists(first):
                 held(first)  # then killed: never applied
-            super().write(calls)
+            super().write(calls, protocol)
             if (
                 os.path.exists(first)
                 and ending(calls, RunStatus.FAILED)

@@ -100,3 +100,23 @@ def test_a_batch_fenced_by_a_lease_taken_over_is_refused_whole_on_the_head(
         service.write([fence, StoreCall("save_run", (run("r2"),))])
     assert service.call(StoreCall("get_run", ("r2",))) is None
     assert service.call(StoreCall("get_run", ("r1",))) == run("r1")
+
+
+def test_a_caller_of_another_protocol_or_of_none_is_refused_saying_what_to_upgrade() -> None:
+    """``caller_protocol``: what the head checks of every call (its last argument)."""
+    from subagents.cluster.store_service import PROTOCOL, caller_protocol
+
+    caller_protocol(PROTOCOL)  # today's: no error
+    for theirs, said in [
+        (None, "says no protocol version: it runs a subagents of session 27 or older"),
+        (PROTOCOL - 1, f"runs protocol {PROTOCOL - 1}"),
+        ("x", "runs protocol 'x'"),
+    ]:
+        with pytest.raises(StoreError) as refused:
+            caller_protocol(theirs)
+        assert str(refused.value) == (
+            f"this cluster's head runs subagents protocol {PROTOCOL}; the process calling it"
+            f" {said}: a head and the processes using it must run the same subagents. Upgrade"
+            " the calling process (the driver, a node's subagents, or the CLI) to the head's"
+            " version; nothing was read or written"
+        )

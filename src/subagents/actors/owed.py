@@ -62,7 +62,7 @@ def still_owed(decision: Decision, store: RunStore, unfinished: Collection[str])
         kept.update((run_id, r) for run_id, r in records.items() if r.status.terminal)
     if not kept:
         return decision
-    writes: list[Write] = [w for w in decision.writes if _about(w) not in kept]
+    writes: list[Write] = [w for w in decision.writes if about(w) not in kept]
     shown = {
         e.event.run_id
         for e in decision.effects
@@ -104,6 +104,8 @@ END_KINDS = frozenset(EventKind(status.value) for status in RunStatus if status.
 """The kinds of a run's end event (one per end: ``store.base.AlreadyEnded``)."""
 
 
-def _about(write: Write) -> str | None:
+def about(write: Write) -> str | None:
+    """The run ``write`` is about, of the kinds a run's end writes (``_RUN_OF``); None for
+    another kind (kept: written twice, it leaves what it left once)."""
     run_of = _RUN_OF.get(type(write))
     return None if run_of is None else run_of(write)

@@ -23,11 +23,12 @@ out" because its writes now share a batch. So:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from subagents.logs import get_logger
-from subagents.store.base import RunStore, StoreError
-from subagents.store.writes import write_all
+from subagents.store.base import StoreError
+from subagents.store.writes import Write
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Effect
 from subagents.supervision.recorded import RecordsDecided
@@ -35,9 +36,12 @@ from subagents.supervision.recorded import RecordsDecided
 log = get_logger("subagents.supervisor")
 
 
-def records_written(core: SupervisorCore, store: RunStore, records: Any) -> list[Effect]:
-    """``records`` (a ``Records``) decided as one and written inside the open group: the
-    effects to carry out once it commits (see the module). A ``StoreError`` is raised."""
+def records_written(
+    core: SupervisorCore, write: Callable[[Sequence[Write]], None], records: Any
+) -> list[Effect]:
+    """``records`` (a ``Records``) decided as one and written inside the open group by
+    ``write`` (``EndRace.write_all``: the group keeps them): the effects to carry out once it
+    commits (see the module). A ``StoreError`` is raised."""
     decision = core.recorded(records)
     decided: RecordsDecided = decision.reply
     for message, exc in decided.failed:  # a bug: that report alone left out, logged
@@ -45,7 +49,7 @@ def records_written(core: SupervisorCore, store: RunStore, records: Any) -> list
     writes = decision.writes
     try:
         if writes:
-            write_all(store, writes)
+            write(writes)
         return decision.effects
     except StoreError:
         raise
@@ -55,7 +59,7 @@ def records_written(core: SupervisorCore, store: RunStore, records: Any) -> list
     for message, piece in decided.pieces:
         try:
             if piece.writes:
-                write_all(store, piece.writes)
+                write(piece.writes)
         except StoreError:
             raise
         except Exception as exc:
@@ -64,7 +68,7 @@ def records_written(core: SupervisorCore, store: RunStore, records: Any) -> list
         effects += piece.effects
     upkeep = writes[decided.writes :]
     if upkeep:
-        write_all(store, upkeep)
+        write(upkeep)
     effects += decision.effects[decided.effects :]
     return effects
 

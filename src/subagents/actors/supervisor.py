@@ -40,6 +40,7 @@ from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
+from subagents.actors.end_race import EndRace
 from subagents.actors.group_linger import COMMIT_DUE, NOTHING, GroupLinger, Records, late_reports
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage, poll_later
@@ -188,7 +189,7 @@ class SupervisorActor(FastInboxActor):
         self.claims = AskClaims() if claims is None else claims
         self.core = core
         self.store = store
-        self._write_batch = batch_writer(store)  # (a decision's writes: ``_write``)
+        self.race = EndRace(self, store, batch_writer(store))  # (a decision's writes: ``_write``)
         self.on_outside = on_outside
         self.on_thread = on_thread
         self.now = now
@@ -449,7 +450,7 @@ class SupervisorActor(FastInboxActor):
             if len(run) == 1:
                 self._handle(run[0], asked=False)
             elif type(run) is Records:  # the late line's: each report left out alone
-                self._apply(records_written(self.core, self.store, run))
+                self._apply(records_written(self.core, self.race.write_all, run))
             elif type(run[0]) is StepTaken:  # a run's last step with its end (``alone``)
                 self._carry_out(last_step_decision(self, run[0], run[1]))
             else:
@@ -472,7 +473,7 @@ class SupervisorActor(FastInboxActor):
             return
         held, self._held, self._grouped = self._held, [], 0
         try:
-            group.__exit__(None, None, None)
+            self.race.commit(group, held)  # (an end another writer made first: dropped)
         except Exception as exc:
             self._halt(exc, held)  # nothing held back may be acknowledged: it is not durable
             return
@@ -546,7 +547,7 @@ class SupervisorActor(FastInboxActor):
         writes = decision.writes
         if writes:
             try:
-                self._write_batch(writes)
+                self.race.write(decision)  # (an end another writer made first: dropped)
             except Exception as exc:  # the effects are lost, not a root's answer
                 self._lost(exc, decision.effects)
                 raise

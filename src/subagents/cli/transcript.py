@@ -23,6 +23,7 @@ from subagents.messages import (
     Event,
     EventKind,
     Mail,
+    MailState,
     RunRecord,
     TextBlock,
     ToolResultBlock,
@@ -215,8 +216,19 @@ def _mail_entry(
     else:
         kind = "dead_letter"
         other = data.get("recipient") or data.get("sender") or "?"
-        text = f"{mail_id} ({_who(str(other), None, names)}) was never read: {content}"
+        text = f"{mail_id} ({_who(str(other), None, names)}) {_dead_fate(mail)}: {content}"
     return Entry(ts=event.ts, kind=kind, run_id=event.run_id, text=text, data=dict(data))
+
+
+def _dead_fate(mail: Mail | None) -> str:
+    """What became of a dead letter, as the store keeps it now: never read, or read after all
+    (docs/runtime.md, "every mail is read or comes back": its run was stopped or timed out
+    while the receipt of its last start was on its way; the ``dead_letter`` event and the
+    sender's notice say "not known read when the run ended", and the receipt that landed
+    after says what happened)."""
+    if mail is not None and mail.state is MailState.READ:
+        return "was not known read when its run ended; its receipt came after: read"
+    return "was never read"
 
 
 def _end_entry(event: Event, record: RunRecord) -> Entry:

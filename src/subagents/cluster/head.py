@@ -22,14 +22,20 @@ Why these options (Ray's own state actors use the same ones):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, ClusterError, import_ray
 from subagents.cluster.liveness import Liveness
 from subagents.cluster.membership import Lost, Member, NodeInfo
-from subagents.cluster.store_service import StoreCall, StoreInfo, StoreService
+from subagents.cluster.store_service import (
+    PROTOCOL,
+    StoreCall,
+    StoreInfo,
+    StoreService,
+    caller_protocol,
+)
 
 HEAD_RESOURCE = "node:__internal_head__"
 """The resource only the head node has (Ray's convention for head-pinned actors)."""
@@ -51,7 +57,8 @@ class Head:
 
     # ---- node hosts ------------------------------------------------------------------------
 
-    def register(self, info: NodeInfo, host: Any) -> int:
+    def register(self, info: NodeInfo, host: Any, protocol: int | None = None) -> int:
+        caller_protocol(protocol)
         return self.liveness.register(info, host)
 
     def beat(self, node: str, incarnation: int) -> bool:
@@ -68,25 +75,41 @@ class Head:
 
     # ---- the store -------------------------------------------------------------------------
 
-    def info(self) -> StoreInfo:
+    # Each call says its caller's protocol last (``store_service.caller_protocol``): one
+    # that says none (a process of before session 27) is refused by name. ``protocol``
+    # itself is what a caller asks first, of any version.
+
+    def info(self, protocol: int | None = None) -> StoreInfo:
+        caller_protocol(protocol)
         return self.service.info()
 
     def protocol(self) -> int:
         return self.service.protocol()
 
-    def write(self, calls: Sequence[StoreCall]) -> None:
+    def write(self, calls: Sequence[StoreCall], protocol: int | None = None) -> None:
+        caller_protocol(protocol)
         self.service.write(calls)
 
-    def call(self, call: StoreCall) -> Any:
+    def call(self, call: StoreCall, protocol: int | None = None) -> Any:
+        caller_protocol(protocol)
         return self.service.call(call)
 
-    def list_runs_sparing(self, call: StoreCall, held: Sequence[StoreCall] = ()) -> Any:
+    def list_runs_sparing(
+        self, call: StoreCall, held: Sequence[StoreCall] = (), protocol: int | None = None
+    ) -> Any:
+        caller_protocol(protocol)
         return self.service.list_runs_sparing(call, held)
 
-    def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+    def write_then(
+        self, held: Sequence[StoreCall], call: StoreCall, protocol: int | None = None
+    ) -> Any:
+        caller_protocol(protocol)
         return self.service.write_then(held, call)
 
-    def read_within(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+    def read_within(
+        self, held: Sequence[StoreCall], call: StoreCall, protocol: int | None = None
+    ) -> Any:
+        caller_protocol(protocol)
         return self.service.read_within(held, call)
 
 
@@ -128,10 +151,38 @@ def head_actor(
         .remote(path, heartbeat_timeout_s)
     )
     if path is not None:
-        info: StoreInfo = ray.get(actor.info.remote())
+        refuse_another_protocol(actor, lambda ref, _: ray.get(ref), name)  # (first: below)
+        info: StoreInfo = ray.get(actor.info.remote(PROTOCOL))
         if Path(info.path) != Path(path):
             raise ClusterError(
                 f"the cluster's store {name!r} serves {info.path}, not {path}: give that path,"
                 " or another store name"
             )
     return actor
+
+
+def refuse_another_protocol(actor: Any, get: Callable[[Any, str], Any], name: str) -> None:
+    """A ``ClusterError`` naming both versions when the head serving the store speaks another
+    protocol than this process (``store_service.PROTOCOL``): a detached head outlives the
+    driver that started it, and mixed versions misread each other (a read the head does not
+    know refused at every try, a row's data of another shape), so they are refused at once."""
+    try:
+        asked = actor.protocol
+    except AttributeError:  # (a head of before session 27: no such method)
+        theirs = None
+    else:
+        theirs = get(asked.remote(), "protocol")
+    if theirs == PROTOCOL:
+        return
+    said = (
+        "a subagents older than this one (no protocol version)"
+        if theirs is None
+        else f"protocol {theirs}"
+    )
+    raise ClusterError(
+        f"the cluster's store {name!r} is served by a head running {said}; this process runs"
+        f" protocol {PROTOCOL}: a head and the processes using it must run the same subagents."
+        f" Stop the older side: the head is the detached actor {name!r} (namespace"
+        f" {NAMESPACE!r}: `ray stop` on the cluster, or ray.kill of it once no runtime uses it;"
+        " its file keeps every run), then start it with the same version as this process"
+    )

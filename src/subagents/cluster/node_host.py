@@ -34,6 +34,7 @@ import structlog
 
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, import_ray
 from subagents.cluster.membership import NodeInfo
+from subagents.cluster.store_service import PROTOCOL
 from subagents.tools import detached as detached_reapers
 
 log = structlog.get_logger("subagents.cluster")
@@ -87,7 +88,7 @@ class NodeHost:
         if head is None:  # a runtime's own host: its runtime watches it
             return
         self._head = ray.get_actor(head, namespace=NAMESPACE)
-        self.incarnation = ray.get(self._head.register.remote(self.info, self._me))
+        self.incarnation = ray.get(self._head.register.remote(self.info, self._me, PROTOCOL))
         self._beat_s = beat_s
         self._beats = threading.Thread(target=self._beat, name="subagents-beat", daemon=True)
         self._beats.start()
@@ -187,7 +188,9 @@ class NodeHost:
                 log.warning("heartbeat failed", node=self.node, error=str(exc)[:200])
                 continue
             if not known:  # declared lost (or the head restarted): join again, from nothing
-                self.incarnation = ray.get(self._head.register.remote(self.info, self._me))
+                self.incarnation = ray.get(
+                    self._head.register.remote(self.info, self._me, PROTOCOL)
+                )
                 log.warning("node host joined again", node=self.node, incarnation=self.incarnation)
 
     async def watch(self) -> None:

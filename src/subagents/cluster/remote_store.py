@@ -45,7 +45,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, ClusterError, connect, import_ray
+from subagents.cluster.connect import HEAD_ACTOR, ClusterError, connect, import_ray
 from subagents.cluster.store_service import PROTOCOL, StoreCall, StoreInfo
 from subagents.messages import (
     ApprovalRecord,
@@ -90,8 +90,10 @@ class ClusterStore(RunStore):
         self.name = name
         self._batches = _OpenBatch()
         self._closed = False
-        _refuse_another_protocol(actor, self._get, name)  # first: any other answer may differ
-        info: StoreInfo = self._get(actor.info.remote(), "info")
+        from subagents.cluster.head import refuse_another_protocol
+
+        refuse_another_protocol(actor, self._get, name)  # first: any other answer may differ
+        info: StoreInfo = self._get(actor.info.remote(PROTOCOL), "info")
         self.path = Path(info.path)
         """The store's file, on the head node (``host``): for messages; never opened here."""
         self.host = info.host
@@ -159,15 +161,15 @@ class ClusterStore(RunStore):
         if open_batch.depth > 0:
             open_batch.held.append(call)
             return
-        self._get(self._actor.write.remote([call]), method)
+        self._get(self._actor.write.remote([call], PROTOCOL), method)
 
     def _read(self, method: str, *args: Any, **kwargs: Any) -> Any:
         self._check_open()
         call = StoreCall(method, args, kwargs)
         held = self._batches.held
         if held:
-            return self._get(self._actor.read_within.remote(list(held), call), method)
-        return self._get(self._actor.call.remote(call), method)
+            return self._get(self._actor.read_within.remote(list(held), call, PROTOCOL), method)
+        return self._get(self._actor.call.remote(call, PROTOCOL), method)
 
     def _answering(self, method: str, *args: Any) -> Any:
         self._check_open()
@@ -176,13 +178,13 @@ class ClusterStore(RunStore):
             held, open_batch.held = open_batch.held, []
             open_batch.base += len(held)
             call = StoreCall(method, args)
-            return self._get(self._actor.write_then.remote(held, call), method)
+            return self._get(self._actor.write_then.remote(held, call, PROTOCOL), method)
         if open_batch.depth > 0:
             raise StoreError(
                 f"{method} inside a batch of a cluster's store: its answer cannot wait for the"
                 " batch to commit; call it outside the batch"
             )
-        return self._get(self._actor.call.remote(StoreCall(method, args)), method)
+        return self._get(self._actor.call.remote(StoreCall(method, args), PROTOCOL), method)
 
     # ---- batches ---------------------------------------------------------------------------
 
@@ -209,7 +211,7 @@ class ClusterStore(RunStore):
         if mine.depth == 0 and mine.held:
             calls, mine.held = mine.held, []
             if not self._closed:  # (closed meanwhile by another thread: dropped, as before)
-                self._get(self._actor.write.remote(calls), "a batch")
+                self._get(self._actor.write.remote(calls, PROTOCOL), "a batch")
 
     # ---- runs and transitions --------------------------------------------------------------
 
@@ -261,7 +263,7 @@ class ClusterStore(RunStore):
         read after its held writes."""
         self._check_open()
         held = list(self._batches.held)
-        found = self._get(self._actor.list_runs_sparing.remote(call, held), call.method)
+        found = self._get(self._actor.list_runs_sparing.remote(call, held, PROTOCOL), call.method)
         records, named = found
         damaged.extend(DamagedRow.from_data(data) for data in named)
         return records
@@ -457,33 +459,6 @@ class ClusterStore(RunStore):
         """This client is done (the store itself keeps serving the cluster)."""
         self._closed = True
         self._batches.held.clear()  # (another thread's open batch is dropped at its end)
-
-
-def _refuse_another_protocol(actor: Any, get: Callable[[Any, str], Any], name: str) -> None:
-    """A ``ClusterError`` naming both versions when the head serving the store speaks another
-    protocol than this process (``store_service.PROTOCOL``): a detached head outlives the
-    driver that started it, and mixed versions misread each other (a read the head does not
-    know refused at every try, a row's data of another shape), so they are refused at once."""
-    try:
-        asked = actor.protocol
-    except AttributeError:  # (a head of before session 27: no such method)
-        theirs = None
-    else:
-        theirs = get(asked.remote(), "protocol")
-    if theirs == PROTOCOL:
-        return
-    said = (
-        "a subagents older than this one (no protocol version)"
-        if theirs is None
-        else f"protocol {theirs}"
-    )
-    raise ClusterError(
-        f"the cluster's store {name!r} is served by a head running {said}; this process runs"
-        f" protocol {PROTOCOL}: a head and the processes using it must run the same subagents."
-        f" Stop the older side: the head is the detached actor {name!r} (namespace"
-        f" {NAMESPACE!r}: `ray stop` on the cluster, or ray.kill of it once no runtime uses it;"
-        " its file keeps every run), then start it with the same version as this process"
-    )
 
 
 def open_cluster_store(address: str, *, name: str = HEAD_ACTOR) -> ClusterStore:

@@ -33,14 +33,41 @@ import msgspec
 
 from subagents.store.base import DamagedRow, RunStore, StoreError
 
-PROTOCOL = 1
+PROTOCOL = 2
 """The version of what a ``ClusterStore`` and a ``StoreService`` say to each other (the calls
 and what they answer: a new read such as ``get_runs``, the damaged rows' data growing a
 field): raised whenever either changes shape. A client refuses a service of another version
 at its start, naming both (``remote_store.ClusterStore``): a detached head outlives its
 driver, and an upgraded driver reaching the old head (``get_if_exists``) had its recovery
 retry a read the head refused for ever, an old driver misread the new head's damaged rows.
-A service of before session 27 has none (the head's ``protocol`` is missing)."""
+A service of before session 27 has none (the head's ``protocol`` is missing).
+
+And the head refuses a caller of another version (``caller_protocol``): every call a process
+makes to the head (its store's, a node's registration) says the caller's version, as its
+last argument. A process of before session 27 checks nothing and says nothing: a newer head
+served it (session 27), and it misread what it was answered. 2 (session 28): every call says
+it; 1 (session 27): the client checked the head's; none before."""
+
+
+def caller_protocol(theirs: object) -> None:
+    """A ``StoreError`` unless ``theirs`` (what a call to the head said of its caller's
+    version; None: nothing, a process of session 27 or before: its ``ClusterStore`` checked
+    the head's protocol but said none, and its node hosts and a ``head_actor`` given a path
+    call the head before any check) is ``PROTOCOL``: the message
+    says which side runs what and which process to upgrade."""
+    if theirs == PROTOCOL:
+        return
+    said = (
+        "says no protocol version: it runs a subagents of session 27 or older"
+        if theirs is None
+        else f"runs protocol {theirs!r}"
+    )
+    raise StoreError(
+        f"this cluster's head runs subagents protocol {PROTOCOL}; the process calling it"
+        f" {said}: a head and the processes using it must run the same subagents. Upgrade"
+        " the calling process (the driver, a node's subagents, or the CLI) to the head's"
+        " version; nothing was read or written"
+    )
 
 
 class StoreCall(msgspec.Struct, frozen=True, array_like=True):

@@ -1,0 +1,186 @@
+"""A run ended by another writer while this runtime holds it, outside any recovery: the
+runtime's own end of it is refused by the store (``AlreadyEnded``: a run ends once), and
+only that end is dropped (``actors/end_race.py``): every other write of its transaction, or
+of the group it was in, is written again, no outage begins, and no other run is touched.
+
+Before: the refused write took the runtime through an outage, as a full disk does: every
+live run was stopped and recorded failed with the store's error, and every other decision
+in the group was lost with the end.
+
+The other writer is a stranger here (a second connection writing the run's end where it
+lies); ``subagents stop`` of an orphaned run writes so only once the host's lease lapsed,
+and releases it (the host is then fenced first). Every store: the memory store (the
+stranger writes the same object), SQLite (a second connection to the file) and PostgreSQL
+(a second connection to the database: tests/pgserver.py's real server).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from polling import wait_until
+from run_ends import ends_of
+from subagents import FunctionAgent, Runtime
+from subagents.behaviour.function import AgentContext
+from subagents.messages import (
+    Batch,
+    Event,
+    EventKind,
+    Outcome,
+    RunFinished,
+    RunRecord,
+    RunStatus,
+)
+from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
+
+WAIT = 60.0
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStore, RunStore]]:
+    """The runtime's store and the stranger's handle on the same data."""
+    if request.param == "memory":
+        store = MemoryStore()
+        yield store, store
+        return
+    if request.param == "sqlite":
+        from subagents.store.sqlite import SQLiteStore
+
+        first, second = SQLiteStore(tmp_path / "runs.db"), SQLiteStore(tmp_path / "runs.db")
+    else:
+        from subagents.store.postgres import PostgresStore
+
+        url = request.getfixturevalue("pg_url")
+        first, second = PostgresStore(url), PostgresStore(url)
+    try:
+        yield first, second
+    finally:
+        second.close()
+        first.close()
+
+
+def _started(store: RunStore, run_id: str) -> RunRecord:
+    """``run_id``'s record once the store keeps it started."""
+    deadline = time.monotonic() + WAIT
+    while (record := store.get_run(run_id)) is None or record.started_at is None:
+        assert time.monotonic() < deadline, f"{run_id}'s start"
+        time.sleep(0.02)
+    return record
+
+
+def _end_elsewhere(other: RunStore, record: RunRecord) -> None:
+    """The stranger's end of ``record``'s run: cancelled, with its outcome, no event."""
+    end = Outcome(run_id=record.run_id, status=RunStatus.CANCELLED, error="elsewhere")
+    with other.batch():
+        ended = msgspec.structs.replace(
+            record, status=RunStatus.CANCELLED, ended_at=time.time(), outcome=end
+        )
+        other.save_run(ended)
+        other.save_outcome(end)
+
+
+def _in_line(supervisor: Any, run_id: str) -> bool:
+    """``run_id``'s end is in the supervisor's line of reports (``LateReports``, SQLite's
+    way: a wake-up already on its way takes it too, so the inbox does not grow)."""
+    late = supervisor._ref._actor_weakref().late  # (pykka holds its actor weakly)
+    for _, report in list(late._reports):
+        messages = report.messages if isinstance(report, Batch) else (report,)
+        if any(isinstance(m, RunFinished) and m.run_id == run_id for m in messages):
+            return True
+    return False
+
+
+def _gated(gates: dict[str, threading.Event]) -> Any:
+    def held(ctx: AgentContext) -> str:
+        assert gates[ctx.task].wait(WAIT)
+        return ctx.task
+
+    return held
+
+
+def test_an_end_refused_drops_only_itself_and_no_other_run_is_stopped(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    store, other = stores
+    gates = {"a": threading.Event(), "b": threading.Event()}
+    agents = [FunctionAgent.create("held", _gated(gates))]
+    with Runtime(agents, store=store, command_poll_s=0) as rt:
+        a, b = rt.spawn("held", "a"), rt.spawn("held", "b")
+        _end_elsewhere(other, _started(store, a.run_id))
+        _started(store, b.run_id)
+        gates["a"].set()  # its own end now: refused
+        told = a.result(timeout=WAIT)
+        gates["b"].set()
+        went_on = b.result(timeout=WAIT)
+    kept = store.get_run(a.run_id)
+    assert kept is not None and kept.status is RunStatus.CANCELLED
+    assert told.status is RunStatus.CANCELLED and told.error == "elsewhere", told
+    assert ends_of(store, a.run_id) == []  # (the stranger appended none; ours was dropped)
+    assert went_on.status is RunStatus.COMPLETED and went_on.result == "b", went_on
+    finished = store.get_run(b.run_id)
+    assert finished is not None and finished.status is RunStatus.COMPLETED
+    assert ends_of(store, b.run_id) == [EventKind.COMPLETED]
+
+
+def test_an_end_refused_in_a_group_keeps_the_groups_other_decisions(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """The end decided in the supervisor's open group with other reports: the spawns
+    queued behind it (decided in the same transaction) are kept, and so is every event of
+    theirs; the refused run's subscribers see the end the store keeps (none: the stranger
+    wrote no event), not the runtime's ``completed``; a run live meanwhile goes on."""
+    store, other = stores
+    gates = {"a": threading.Event(), "b": threading.Event()}
+    armed, holding, release = threading.Event(), threading.Event(), threading.Event()
+    seen: list[Event] = []
+
+    def hold(event: Event) -> None:  # the supervisor's thread, publishing a run's start
+        seen.append(event)
+        if event.kind is EventKind.STARTED and armed.is_set() and not holding.is_set():
+            holding.set()
+            assert release.wait(WAIT)  # meanwhile the run ends, and two spawns queue
+
+    agents = [
+        FunctionAgent.create("held", _gated(gates)),
+        FunctionAgent.create("echo", lambda ctx: ctx.task),
+    ]
+    with Runtime(agents, store=store, command_poll_s=0) as rt:
+        rt.subscribe(hold)
+        a, b = rt.spawn("held", "a"), rt.spawn("held", "b")
+        _end_elsewhere(other, _started(store, a.run_id))
+        _started(store, b.run_id)
+        armed.set()
+        try:
+            first = rt.spawn("echo", "first")
+            assert holding.wait(WAIT)
+            supervisor: Any = rt._hosting.supervisor
+            inbox = supervisor._ref.actor_inbox  # held: nothing takes from it
+            gates["a"].set()  # its end queues behind the held start
+            wait_until(
+                lambda: inbox.qsize() >= 2 or _in_line(supervisor, a.run_id),
+                "a's end queued (told, or in the line of reports: its wake-up may be first's)",
+            )
+            behind = [rt.spawn("echo", "second"), rt.spawn("echo", "third")]
+        finally:
+            release.set()
+        told = a.result(timeout=WAIT)
+        outcomes = [h.result(timeout=WAIT) for h in (first, *behind)]
+        again = rt.run("echo", "again", timeout=WAIT)
+        gates["b"].set()
+        went_on = b.result(timeout=WAIT)
+    assert told.status is RunStatus.CANCELLED and told.error == "elsewhere", told
+    assert ends_of(store, a.run_id) == []
+    assert [e for e in seen if e.run_id == a.run_id and e.kind is EventKind.COMPLETED] == []
+    for handle, outcome in zip((first, *behind), outcomes, strict=True):
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert ends_of(store, handle.run_id) == [EventKind.COMPLETED]
+    assert again.status is RunStatus.COMPLETED
+    assert went_on.status is RunStatus.COMPLETED and went_on.result == "b", went_on
