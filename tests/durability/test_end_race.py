@@ -16,6 +16,8 @@ stranger writes the same object), SQLite (a second connection to the file) and P
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -184,3 +186,62 @@ def test_an_end_refused_in_a_group_keeps_the_groups_other_decisions(
         assert ends_of(store, handle.run_id) == [EventKind.COMPLETED]
     assert again.status is RunStatus.COMPLETED
     assert went_on.status is RunStatus.COMPLETED and went_on.result == "b", went_on
+
+
+def test_a_stop_posted_for_a_run_another_writer_ended_keeps_the_stores_end(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """A stop posted from another process (`subagents stop`, the console) for a run the
+    poster saw live, which another writer ended meanwhile: the command poll's end was
+    refused (``AlreadyEnded``) outside ``EndRace`` and took the runtime through an outage
+    (the other run stopped and recorded failed), and the stopped run's caller was never
+    told. Now its end is the store's, told to its caller; the other run goes on."""
+    store, other = stores
+    gates = {"a": threading.Event(), "b": threading.Event()}
+    agents = [FunctionAgent.create("held", _gated(gates))]
+    try:
+        with Runtime(agents, store=store, command_poll_s=0.05) as rt:
+            a, b = rt.spawn("held", "a"), rt.spawn("held", "b")
+            _end_elsewhere(other, _started(store, a.run_id))
+            _started(store, b.run_id)
+            other.post_command("stop", a.run_id, "stopped from the console")
+            told = a.result(timeout=WAIT)  # (the poll's decision: the run's agent let go)
+            gates["b"].set()
+            went_on = b.result(timeout=WAIT)
+    finally:
+        gates["a"].set()
+    assert told.status is RunStatus.CANCELLED and told.error == "elsewhere", told
+    assert went_on.status is RunStatus.COMPLETED and went_on.result == "b", went_on
+    kept = store.get_run(a.run_id)
+    assert kept is not None and kept.status is RunStatus.CANCELLED
+    assert kept.outcome is not None and kept.outcome.error == "elsewhere"
+
+
+def test_a_stop_whose_writes_fail_tells_the_stopped_runs_caller(tmp_path: Path) -> None:
+    """The store fails at the command poll's writes (here a trigger another connection put
+    on the file refuses the stop's record, as a full disk would): the runtime goes through
+    its outage, as for any store failure, and the stopped run's caller is told. Before, the
+    decision's effects were lost with its writes, and the caller waited for ever."""
+    from subagents.store.sqlite import SQLiteStore
+
+    db = tmp_path / "runs.db"
+    gate = threading.Event()
+    agents = [FunctionAgent.create("held", _gated({"a": gate}))]
+    with SQLiteStore(db) as store, SQLiteStore(db) as other:
+        try:
+            with Runtime(agents, store=store, command_poll_s=0.05) as rt:
+                a = rt.spawn("held", "a")
+                _started(store, a.run_id)
+                stranger = sqlite3.connect(db)  # (a stranger's DDL, committed at once)
+                with contextlib.closing(stranger), stranger:
+                    stranger.execute(
+                        "CREATE TRIGGER refuse_stop BEFORE UPDATE ON runs"
+                        " WHEN NEW.status = 'cancelled'"
+                        " BEGIN SELECT RAISE(ABORT, 'disk full (a test)'); END"
+                    )
+                other.post_command("stop", a.run_id, "stopped from the CLI")
+                told = a.result(timeout=WAIT)
+        finally:
+            gate.set()
+    assert told.status is RunStatus.FAILED, told
+    assert "disk full (a test)" in (told.error or ""), told

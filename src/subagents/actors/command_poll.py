@@ -15,7 +15,9 @@ the runs it took), ``Outage.begin`` (under ``SupervisorActor._halt``), ``core.st
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
+from subagents.actors.end_race import as_kept
 from subagents.messages import RunRecord
 from subagents.store.base import RunStore
 from subagents.store.leases import live_owners
@@ -23,13 +25,24 @@ from subagents.store.snapshot import UNFINISHED
 from subagents.store.writes import write_all
 from subagents.supervision.commands import forgotten_commands
 from subagents.supervision.core import SupervisorCore
-from subagents.supervision.effects import Effect
+from subagents.supervision.effects import Decision, Effect
 
 
-def take_commands(core: SupervisorCore, store: RunStore, now: float) -> list[Effect]:
+def take_commands(
+    core: SupervisorCore,
+    store: RunStore,
+    now: float,
+    lost: Callable[[Exception, list[Effect]], None],
+) -> list[Effect]:
     """Act on the commands pending: the claim commits with the writes that act on it; the
     effects to carry out after. The store is asked first which runs have commands pending:
-    the claim names those, not every run held (sent to a cluster's head)."""
+    the claim names those, not every run held (sent to a cluster's head).
+
+    A run another writer ended meanwhile (a stop posted for a run the poster saw live) keeps
+    the store's end and its requester is told that one (``end_race.as_kept``): before, the
+    refused end took the runtime through an outage. The writes failing, the decision's
+    runs' waiters are told (``lost``: ``SupervisorActor._lost``) before the failure is raised
+    (the outage's): a stopped run's caller waited for ever, its end decided and lost."""
     pending = store.pending_command_runs()
     if not pending:
         return []
@@ -41,10 +54,18 @@ def take_commands(core: SupervisorCore, store: RunStore, now: float) -> list[Eff
     claim += forgotten_commands(others, store.get_run, core.owner, gone)
     if not claim:
         return []
-    with store.batch():
-        decision = core.commands(store.take_commands(claim))
-        if decision.writes:
-            write_all(store, decision.writes)
+    decision: Decision | None = None
+    try:
+        with store.batch():
+            decision = core.commands(store.take_commands(claim))
+            writes, effects = as_kept(store, decision.writes, decision.effects)
+            decision.effects[:] = effects
+            if writes:
+                write_all(store, writes)
+    except Exception as exc:
+        if decision is not None:  # decided (the core holds it), not written
+            lost(exc, decision.effects)
+        raise
     return decision.effects
 
 

@@ -176,6 +176,24 @@ def write_again(
     raise exc
 
 
+def as_kept(
+    store: RunStore, writes: Sequence[Write], effects: Sequence[Effect]
+) -> tuple[list[Write], list[Effect]]:
+    """``writes`` and ``effects`` less what is about the runs whose end ``store`` keeps from
+    another writer (``refused``, read in the caller's open transaction), for a writer that
+    holds the store's write lock from that read to its write (SQLite: a command poll's claim
+    took it; elsewhere an end landing between is refused and goes through the outage)."""
+    kept = refused(store, writes)
+    if not kept:
+        return list(writes), list(effects)
+    log.warning(
+        "a run's end was refused: another writer ended it first; its end is the store's,"
+        " the rest written",
+        runs=sorted(kept),
+    )
+    return _without(store, kept, writes, effects)
+
+
 def refused(store: RunStore, writes: Sequence[Write]) -> dict[str, RunRecord]:
     """The runs ended in ``writes`` (saved terminal, not made live before in them) that
     ``store`` keeps ended with another end (its status or its end time): what it keeps of

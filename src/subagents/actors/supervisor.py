@@ -525,7 +525,7 @@ class SupervisorActor(FastInboxActor):
 
     def _take_commands(self) -> None:
         """Act on the commands other processes posted (``actors.command_poll``)."""
-        self._apply(take_commands(self.core, self.store, self.now()))
+        self._apply(take_commands(self.core, self.store, self.now(), self._lost))
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
         """Take up the orphaned runs (``_restored``); the effects (starts) follow the commit."""
