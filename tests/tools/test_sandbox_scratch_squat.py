@@ -251,6 +251,10 @@ def test_a_fallback_whose_maker_is_gone_is_swept_by_the_next(shared: Path) -> No
         assert killed.stdout is not None
         left = Path(killed.stdout.readline().strip())
         assert not dead.exists() and alive.is_dir() and left.is_dir()
+        subprocess.run(  # (another falls back while the first lives: its home is kept)
+            [sys.executable, "-c", SWEEPER, str(shared)], timeout=120, check=True, env=env
+        )
+        assert left.is_dir()
         assert killed.pid > 0
         killed.kill()
         killed.wait(timeout=60)

@@ -196,9 +196,15 @@ def _sweep(base: Path, made: Path) -> None:
             os.close(fd)
             continue  # (held: its maker lives)
         try:
-            if os.fstat(fd).st_uid == os.getuid():
+            seen, held = os.stat(sibling, follow_symlinks=False), os.fstat(fd)
+            if held.st_uid == os.getuid() and (seen.st_dev, seen.st_ino) == (
+                held.st_dev,
+                held.st_ino,
+            ):  # (the directory locked, still at its name: not one put there since)
                 shutil.rmtree(sibling, ignore_errors=True)
                 log.info("removed a scratch home its process left", home=str(sibling))
+        except OSError:
+            pass  # (gone meanwhile)
         finally:
             os.close(fd)
 
