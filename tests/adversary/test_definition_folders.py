@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import structlog
-
 from subagents.definitions import DefinitionLoader, Level, Source
-from subagents.definitions.catalog import Catalog
 
 GOOD = "---\nname: good\ndescription: fine\n---\nPrompt.\n"
 
@@ -85,29 +82,3 @@ def test_a_reload_meeting_a_topics_address_keeps_the_other_agents(tmp_path: Path
     assert named == ["a.md", "b.md", "other.md"], result.issues
     again, unchanged = loader.reload()  # the next poll: nothing new, nothing lost
     assert sorted(again.specs) == ["good"] and not unchanged
-
-
-def test_a_file_that_failed_at_start_is_not_planted_later(tmp_path: Path) -> None:
-    """``helper.md`` failed at start (a ``topic:`` name) and a loop of links stood where a
-    folder now is: written later (fixed, with Bash), each is left out until a restart, with
-    a warning, as the lead's ``Agent(helper)`` rule may name it; a file new since the start
-    is taken as new definitions are."""
-    root = tmp_path / "agents"
-    root.mkdir()
-    (root / "good.md").write_text(GOOD)
-    (root / "helper.md").write_text("---\nname: topic:helper\ndescription: d\n---\nP.\n")
-    (root / "team").symlink_to(root / "more")
-    (root / "more").symlink_to(root / "team")
-    sources = [Source(str(root), Level.DIRS)]
-    catalog = Catalog(DefinitionLoader(sources))
-    assert sorted(catalog.names()) == ["good"]
-    (root / "helper.md").write_text("---\nname: helper\ndescription: d\ntools: Bash\n---\nP.\n")
-    (root / "team").unlink()
-    (root / "team").mkdir()
-    (root / "team" / "mate.md").write_text(GOOD.replace("good", "mate"))
-    (root / "new.md").write_text(GOOD.replace("good", "new"))
-    with structlog.testing.capture_logs() as logs:
-        catalog.reload()
-    assert sorted(catalog.names()) == ["good", "new"]
-    warned = sorted(e["agent"] for e in logs if "failed to load at start" in e["event"])
-    assert warned == ["helper", "mate"], logs

@@ -417,8 +417,7 @@ class Catalog:
     # -- internals -----------------------------------------------------------------------------
 
     def _take(self, result: LoadResultLike) -> None:
-        failed = [i.file for i in result.issues if i.severity == "error" and i.file]
-        self._set_specs(self._commands.hold(dict(result.specs), failed))  # commands_at_start
+        self._set_specs(self._commands.hold(dict(result.specs)))  # (commands_at_start.py)
         self._issues = tuple(result.issues)
         self._shadowed = tuple(result.shadowed)
         self._duplicates = tuple(getattr(result, "duplicates", ()))

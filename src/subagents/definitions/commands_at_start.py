@@ -24,15 +24,12 @@ without them, its guards would not hold). Both are said once in a warning.
 Session 28: a definition whose commands did not change is also kept whole as it was last
 given when its other fields widen what its runs may do (``reload_widening.py``: only its
 words and a narrowing of its tools are taken). One deleted, then written again, is held to
-what it was when deleted (``_returned``): it came back as the deleted definition. One new
-since the start from a path that failed to load then (a YAML error, a ``topic:`` name, a
-loop of links) is left out until a restart: a name the lead's ``Agent(a, b)`` rule grants
-could otherwise be planted later with any tools by fixing the file it failed in.
+what it was when deleted (``_returned``): it came back as the deleted definition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from subagents.definitions.reload_widening import widened
@@ -56,22 +53,18 @@ class CommandsAtStart:
         """By name: the spec last given out (a held definition is given as this very object
         again: caches keyed on the definition object, ``AgentRanking``'s and ``AgentEnv``'s,
         keep holding)."""
-        self._failed: tuple[str, ...] = ()
-        """The paths that failed to load at start (``hold``'s ``failed``)."""
         self._removed: dict[str, AgentSpec] = {}
         """By name: a file definition given out, then removed (its file deleted), as it was
         last given: its return is held to it (``_returned``)."""
 
-    def hold(self, specs: dict[str, AgentSpec], failed: Iterable[str] = ()) -> dict[str, AgentSpec]:
-        """``specs`` as loaded, the first time (their commands are kept, and the paths that
-        ``failed`` to load then: its errors' files); after, each file definition whose
-        commands differ from those kept is given as it was last given, and one added since
-        that names commands, or comes from a path that failed at start, is left out (a
-        warning once per definition and change)."""
+    def hold(self, specs: dict[str, AgentSpec]) -> dict[str, AgentSpec]:
+        """``specs`` as loaded, the first time (their commands are kept); after, each file
+        definition whose commands differ from those kept is given as it was last given, and
+        one added since that names commands is left out (a warning once per definition and
+        change)."""
         if self._read is None:
             self._read = {n: _commands(s) for n, s in specs.items() if _from_files(s)}
             self._given = dict(specs)
-            self._failed = tuple(path.rstrip("/") for path in failed)
             return specs
         for name in [n for n, s in self._given.items() if n not in specs and _from_files(s)]:
             self._removed[name] = self._given.pop(name)  # (never given back as it was)
@@ -89,9 +82,6 @@ class CommandsAtStart:
             return spec  # the program's own, whole
         kept = self._read.get(spec.name)
         if kept is None:  # new since the start
-            if spec.level is not Level.CODE and self._failed_at_start(spec.source):
-                self._warn_failed(spec)
-                return None
             if spec.level is not Level.CODE and _names_commands(spec):
                 self._warn(spec, "it was added since the start: left out until a restart")
                 return None
@@ -126,26 +116,6 @@ class CommandsAtStart:
             return None
         del self._removed[spec.name]
         return spec
-
-    def _failed_at_start(self, source: str | None) -> bool:
-        """Whether ``source`` is (or lies below) a path that failed to load at start (a
-        YAML error, a ``topic:`` name, a loop of links where a folder now is)."""
-        return source is not None and any(
-            source == path or source.startswith(path + "/") for path in self._failed
-        )
-
-    def _warn_failed(self, spec: AgentSpec) -> None:
-        key = (spec.name, f"failed at start: {spec.source}")
-        if key in self._warned:
-            return
-        self._warned.add(key)
-        log.warning(
-            "a definition from a file that failed to load at start is left out until a"
-            " restart: a run that may write the agents' folder must not choose what an agent"
-            " the lead's rules may name (Agent(a, b)) becomes",
-            agent=spec.name,
-            source=spec.source,
-        )
 
     def _warn_widened(
         self, spec: AgentSpec, fields: tuple[str, ...], *, returned: bool = False
