@@ -32,6 +32,22 @@ def test_a_loop_of_links_is_named_not_skipped(tmp_path: Path) -> None:
         assert "error" in text and "Too many levels of symbolic links" in text, text
 
 
+def test_a_loop_of_links_named_like_a_folder_is_named_too(tmp_path: Path) -> None:
+    """``team -> more -> team`` (no ``.md``: where a folder of definitions would be) was
+    skipped without a word, as ``a.md`` was: each is an error naming it now."""
+    root = tmp_path / "agents"
+    root.mkdir()
+    (root / "good.md").write_text(GOOD)
+    (root / "team").symlink_to(root / "more")
+    (root / "more").symlink_to(root / "team")
+    result = DefinitionLoader([Source(str(root), Level.DIRS)]).load()
+    assert sorted(result.specs) == ["good"]
+    named = {Path(i.file or "").name: str(i) for i in result.issues}
+    assert set(named) == {"team", "more"}, named
+    for text in named.values():
+        assert "error" in text and "Too many levels of symbolic links" in text, text
+
+
 def test_a_name_that_is_a_topics_address_is_refused_naming_why(tmp_path: Path) -> None:
     """``name: topic:reviews`` loaded (a warning: not kebab-case, "mail must use it exactly"),
     but the mail room reads ``topic:`` before any name: mail to the agent by name went to

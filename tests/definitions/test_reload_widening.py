@@ -100,6 +100,28 @@ def test_a_narrowing_cannot_be_widened_back_nor_every_tool_taken(folder: Folder)
     assert folder.tools == ("Read",)
 
 
+def test_a_deleted_definition_does_not_come_back_as_it_was(folder: Folder) -> None:
+    """Its owner deletes it (gone at the reload); written again wider (Bash) with a new
+    prompt, it is left out until a restart, with a warning: not given back as the deleted
+    definition (its old prompt), nor taken as new (the name is one the lead may grant)."""
+    folder.file.unlink()
+    folder.catalog.reload()
+    assert not folder.catalog.has("reviewer")
+    with structlog.testing.capture_logs() as logs:
+        folder.rewrite(md(tools="Read, Grep, Bash", prompt="Run anything."))
+    assert not folder.catalog.has("reviewer")
+    assert any("it was removed, and is back wider" in e["event"] for e in logs), logs
+
+
+def test_a_deleted_definition_back_no_wider_is_taken_as_now(folder: Folder) -> None:
+    """An editor's save that deletes, then writes: its words are taken, as a reload's are."""
+    folder.file.unlink()
+    folder.catalog.reload()
+    folder.rewrite(md(tools="Read", prompt="Review anew."))
+    assert folder.catalog.get("reviewer").prompt == "Review anew."
+    assert folder.tools == ("Read",)
+
+
 def test_isolation_is_neither_dropped_nor_added(tmp_path: Path) -> None:
     """``isolation: worktree`` (kept in the spec's metadata) keeps a run off the main tree:
     no reload drops it; and, fail closed, none adds it either (a field off the allowlist)."""

@@ -8,6 +8,7 @@ sticky temporary directory, as ``/tmp`` is."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -177,3 +178,96 @@ def test_the_fallback_goes_with_the_process_that_made_it(shared: Path) -> None:
     home, kept = done.stdout.split()
     assert Path(home).parent == shared and kept == "True", done.stdout
     assert not Path(home).exists()
+
+
+def leaked(shared: Path, name: str) -> Path:
+    """A fallback home another process of the victim's left (as one ended by SIGKILL
+    leaves it: nothing removed it), holding a secret."""
+    home = shared / f"{home_name()}-{name}"
+    home.mkdir(mode=0o700)
+    (home / "mcp-x").mkdir()
+    (home / "mcp-x" / "secret").write_text(SECRET)
+    return home
+
+
+@as_root
+@landlock
+@namespaces
+def test_another_fallback_beside_the_own_is_covered_from_a_sandboxed_bash(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another fallback home of the victim's (a live process's: its lock is held, so it
+    is not swept) is covered in the Bash command's namespace as the own home is: the
+    command reads nothing of it (it read the secret: only its own home was covered)."""
+    squat(shared, "directory")
+    other = leaked(shared, "alive123")
+    held = os.open(other, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # (its maker lives)
+    try:
+        monkeypatch.setattr("tempfile.tempdir", str(shared))
+        read = f"cat {other}/mcp-x/secret; ls -a {other}; echo looked"
+        model = ScriptedModel({"worker": [{"tool_calls": [use("Bash", command=read)]}, "done"]})
+        with Runtime(
+            [agent("worker")],
+            model=model,
+            workspace=shared,
+            permissions=Permissions(mode="default", allow=("Bash",)),
+            tools=[TRUSTING_BASH],
+        ) as rt:
+            assert rt.run("worker", "read", wait=WAIT).status is RunStatus.COMPLETED
+    finally:
+        os.close(held)
+    (looked,) = results(model, "worker")
+    assert "looked" in looked.content and SECRET not in looked.content, looked.content
+    assert "mcp-x" not in looked.content.splitlines(), looked.content
+    assert (other / "mcp-x" / "secret").read_text() == SECRET  # (covered, not removed)
+
+
+SWEEPER = """
+import sys, tempfile
+from subagents.tools.scratch import MCP_DIR, make_dir
+tempfile.tempdir = sys.argv[1]
+print(make_dir(MCP_DIR).parent, flush=True)
+"""
+
+
+@as_root
+def test_a_fallback_whose_maker_is_gone_is_swept_by_the_next(shared: Path) -> None:
+    """A process that falls back removes the fallback homes whose lock it can take (their
+    maker ended without removing its own); a live one's (lock held) stays; so does one a
+    SIGKILLed maker left, until the next process falls back."""
+    squat(shared, "directory")
+    dead, alive = leaked(shared, "dead4567"), leaked(shared, "alive890")
+    held = os.open(alive, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        killed = subprocess.Popen(
+            [sys.executable, "-c", SWEEPER + "import time; time.sleep(600)", str(shared)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert killed.stdout is not None
+        left = Path(killed.stdout.readline().strip())
+        assert not dead.exists() and alive.is_dir() and left.is_dir()
+        subprocess.run(  # (another falls back while the first lives: its home is kept)
+            [sys.executable, "-c", SWEEPER, str(shared)], timeout=120, check=True, env=env
+        )
+        assert left.is_dir()
+        assert killed.pid > 0
+        killed.kill()
+        killed.wait(timeout=60)
+        assert left.is_dir()  # (SIGKILL: its atexit did not run)
+        done = subprocess.run(
+            [sys.executable, "-c", SWEEPER, str(shared)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env=env,
+        )
+    finally:
+        os.close(held)
+    assert not left.exists() and alive.is_dir(), done.stdout
+    assert not Path(done.stdout.strip()).exists()  # (its own: removed at its exit)

@@ -23,7 +23,8 @@ without them, its guards would not hold). Both are said once in a warning.
 
 Session 28: a definition whose commands did not change is also kept whole as it was last
 given when its other fields widen what its runs may do (``reload_widening.py``: only its
-words and a narrowing of its tools are taken).
+words and a narrowing of its tools are taken). One deleted, then written again, is held to
+what it was when deleted (``_returned``): it came back as the deleted definition.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class CommandsAtStart:
         """By name: the spec last given out (a held definition is given as this very object
         again: caches keyed on the definition object, ``AgentRanking``'s and ``AgentEnv``'s,
         keep holding)."""
+        self._removed: dict[str, AgentSpec] = {}
+        """By name: a file definition given out, then removed (its file deleted), as it was
+        last given: its return is held to it (``_returned``)."""
 
     def hold(self, specs: dict[str, AgentSpec]) -> dict[str, AgentSpec]:
         """``specs`` as loaded, the first time (their commands are kept); after, each file
@@ -62,6 +66,8 @@ class CommandsAtStart:
             self._read = {n: _commands(s) for n, s in specs.items() if _from_files(s)}
             self._given = dict(specs)
             return specs
+        for name in [n for n, s in self._given.items() if n not in specs and _from_files(s)]:
+            self._removed[name] = self._given.pop(name)  # (never given back as it was)
         held: dict[str, AgentSpec] = {}
         for name, spec in specs.items():
             given = self._held(spec)
@@ -81,6 +87,8 @@ class CommandsAtStart:
                 return None
             self._read[spec.name] = _commands(spec)  # (a code one: as first seen)
             return spec
+        if spec.name in self._removed:
+            return self._returned(spec, kept)
         last = self._given.get(spec.name)
         if _commands(spec) == kept:
             wider = () if last is None else widened(last, spec)
@@ -94,16 +102,38 @@ class CommandsAtStart:
         self._warn(spec, "the definition is kept whole as it was until a restart")
         return last
 
-    def _warn_widened(self, spec: AgentSpec, fields: tuple[str, ...]) -> None:
-        key = (spec.name, repr(tuple(getattr(spec, f) for f in fields)))
+    def _returned(self, spec: AgentSpec, kept: Commands) -> AgentSpec | None:
+        """A definition removed since it was given, back: taken as it is now where it keeps
+        the commands read at start and widens nothing of what it was when removed (an
+        editor's save that deletes, then writes); else left out until a restart. Not given
+        back as it was (its owner deleted it: session 28), and not taken as new either: the
+        name was the lead's to grant (``Agent(a, b)``), so deleting, then writing it wider
+        would widen a granted agent in two reloads."""
+        removed = self._removed[spec.name]
+        wider = widened(removed, spec)
+        if _commands(spec) != kept or wider:
+            self._warn_widened(spec, wider or ("hooks", "mcp_servers"), returned=True)
+            return None
+        del self._removed[spec.name]
+        return spec
+
+    def _warn_widened(
+        self, spec: AgentSpec, fields: tuple[str, ...], *, returned: bool = False
+    ) -> None:
+        key = (spec.name, repr((returned, *(getattr(spec, f) for f in fields))))
         if key in self._warned:
             return
         self._warned.add(key)
         log.warning(
             "a definition's change widens what its runs may do: a reload takes only its"
             " words (prompt, description...) and a narrowing of its tools (a run that may"
-            " write the agents' folder must not widen its own); the definition is kept whole"
-            " as it was until a restart",
+            " write the agents' folder must not widen its own); "
+            + (
+                "it was removed, and is back wider than it was (or with other hooks or"
+                " mcpServers): left out until a restart"
+                if returned
+                else "the definition is kept whole as it was until a restart"
+            ),
             agent=spec.name,
             source=spec.source,
             fields=list(fields),

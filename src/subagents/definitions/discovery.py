@@ -168,7 +168,8 @@ def _walk(root: str) -> Iterator[str]:
             try:
                 is_folder = entry.is_dir()
             except OSError:  # a loop of links: taken as a file, whose read names what is wrong
-                is_folder = False  # (it was skipped without a word, a definition lost unsaid)
+                yield entry.path  # (it was skipped without a word, a definition lost unsaid;
+                continue  # whatever its name: one named like a folder may have held some)
             if is_folder:
                 stack.append(entry.path)
             elif entry.name.lower().endswith(DEFINITION_SUFFIXES) and not _is_readme(entry.name):

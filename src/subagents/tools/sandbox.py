@@ -323,6 +323,8 @@ class RunSandbox:
             home = scratch.covered_home(temp_dir)
             if home is not None:  # every scratch directory of the user's (sandbox_shm.keep_own)
                 head += ["--own-scratch", str(home)]
+                for sibling in scratch.siblings(home):  # other fallbacks: a leaked one too
+                    head += ["--hide", str(sibling)]
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]

@@ -154,9 +154,10 @@ def enter(libc: ctypes.CDLL, size: int = SIZE, *, pid: bool = False) -> str | No
 
 
 def hide(libc: ctypes.CDLL, files: list[str]) -> None:
-    """Cover each of ``files`` (the run store's) with an empty file nobody but root may
-    read, in this process's mount namespace (after ``enter``): the command and all it
-    starts read nothing of them, while every other process sees them as they are. A file
+    """Cover each of ``files`` (the run store's; a directory: another scratch home,
+    ``scratch.siblings``) with an empty file (an empty tmpfs) nobody but root may read, in
+    this process's mount namespace (after ``enter``): the command and all it starts read
+    nothing of them, while every other process sees them as they are. A file
     that does not exist now has nothing to cover, nor has one this process cannot reach
     (a directory on its path it may not search: nor may the command); ``OSError`` when
     one could not be covered otherwise (the launcher then runs nothing). Each is covered
@@ -167,7 +168,12 @@ def hide(libc: ctypes.CDLL, files: list[str]) -> None:
     mounts = _mount_table()
     names = [name for file in files for name in (file, *_other_names(file, mounts))]
     for path in names:
-        if libc.mount(COVER.encode(), path.encode(), None, MS_BIND, None) != 0:
+        if os.path.isdir(path):  # (a directory: an empty tmpfs nobody but root may enter)
+            options = b"mode=0000,size=4096,nr_inodes=4"
+            done = libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options)
+        else:
+            done = libc.mount(COVER.encode(), path.encode(), None, MS_BIND, None)
+        if done != 0:
             code = ctypes.get_errno()
             if code not in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
                 raise OSError(code, f"covering {path}: {os.strerror(code)}")

@@ -17,9 +17,14 @@ session 27 refused it, and so any local user could block a victim's Bash, hooks 
 servers. Now the process falls back to a home of its own that nobody can pre-empt,
 ``<tmp>/subagents-<uid>-XXXXXXXX`` (``tempfile.mkdtemp``: made by this call or not at all,
 0700, a random name), chosen once per temporary directory for the life of the process and
-removed at its exit, with a warning naming the squatted path. Every runtime of the process
-keeps its scratch there, so one home is still covered in each sandboxed process's namespace
-(``covered_home`` knows it); what the fallback loses is another *process's* scratch (a
+removed at its exit, with a warning naming the squatted path. A process ended by SIGTERM or
+SIGKILL cannot remove its own: each fallback is locked (``flock``) for its maker's life, and
+the next process that falls back removes those whose lock it can take (their maker is gone);
+until then, and for a live process's, every sandboxed process's namespace covers the other
+fallback homes beside its own too (``siblings``: they were readable, session 28). Every
+runtime of the process keeps its scratch there, so one home is still covered in each
+sandboxed process's namespace (``covered_home`` knows it); what the fallback loses is
+another *process's* scratch made after a command started (a
 second runtime of the user elsewhere, which falls back to a home of its own): not under this
 one's cover. ``ScratchHomeError`` only when no home can be made at all (a temporary directory
 that is not a writable directory).
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import shutil
 import stat
@@ -116,21 +122,91 @@ def _fall_back(base: Path, why: str) -> Path:
     one else's directory or symlink can stand in its place (holding ``_CHOOSING``)."""
     squatted = base / home_name()
     try:
-        made = Path(tempfile.mkdtemp(prefix=f"{home_name()}-", dir=base))
+        made = _make_held(base)
     except OSError as exc:
         why = f"{why}, and no other could be made ({exc})"
         raise ScratchHomeError(_unsafe(squatted, why)) from None
     _FALLBACKS[base] = made
     atexit.register(_remove, made, os.getpid())
+    _sweep(base, made)
     log.warning(
         "the scratch directory of this user cannot be used: this process keeps its commands'"
         " and MCP servers' temporary files in a private one of its own instead (another"
-        " process's are not hidden from its commands); remove the first, or have its owner",
+        " process's made after a command started are not hidden from it); remove the first,"
+        " or have its owner",
         squatted=str(squatted),
         why=why,
         fallback=str(made),
     )
     return made
+
+
+_HELD: list[int] = []
+"""The descriptors of this process's fallback homes, each locked (``flock``) for the
+process's life: the kernel lets the lock go however the process ends (SIGKILL included),
+so a fallback whose lock can be taken is one whose maker is gone (``_sweep``)."""
+
+
+def _make_held(base: Path) -> Path:
+    """A new fallback home in ``base``, locked before it is used: made by ``mkdtemp``, then
+    locked (waiting while a sweeper holds it), then checked to be still the directory made
+    (a sweeper that took its lock between the two removed it: made anew)."""
+    for _ in range(8):
+        made = Path(tempfile.mkdtemp(prefix=f"{home_name()}-", dir=base))
+        fd = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError):
+            if os.stat(made, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                _HELD.append(fd)
+                return made
+        os.close(fd)
+    raise OSError(f"every fallback made in {base} was removed at once")
+
+
+def siblings(home: Path) -> list[Path]:
+    """The other fallback homes of this user beside ``home`` (``subagents-<uid>-*``: real
+    directories of ours, not symlinks): another live process's, or one left by a process
+    that could not remove its own (ended by SIGKILL). A sandboxed process's namespace covers
+    each (``RunSandbox.argv``): only its own home was covered, so a leaked one's files were
+    readable by every later command (session 28)."""
+    prefix, mine = f"{home_name()}-", os.getuid()
+    found: list[Path] = []
+    with contextlib.suppress(OSError), os.scandir(home.parent) as entries:
+        for entry in entries:
+            if not entry.name.startswith(prefix) or entry.name == home.name:
+                continue
+            with contextlib.suppress(OSError):
+                seen = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(seen.st_mode) and seen.st_uid == mine:
+                    found.append(Path(entry.path))
+    return found
+
+
+def _sweep(base: Path, made: Path) -> None:
+    """Remove the fallback homes in ``base`` whose maker is gone (their lock can be taken:
+    ``_HELD``), all in them; a live process's stays (its lock refuses)."""
+    for sibling in siblings(made):
+        try:
+            fd = os.open(sibling, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # (held: its maker lives)
+        try:
+            seen, held = os.stat(sibling, follow_symlinks=False), os.fstat(fd)
+            if held.st_uid == os.getuid() and (seen.st_dev, seen.st_ino) == (
+                held.st_dev,
+                held.st_ino,
+            ):  # (the directory locked, still at its name: not one put there since)
+                shutil.rmtree(sibling, ignore_errors=True)
+                log.info("removed a scratch home its process left", home=str(sibling))
+        except OSError:
+            pass  # (gone meanwhile)
+        finally:
+            os.close(fd)
 
 
 def _remove(home: Path, maker: int) -> None:
