@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,6 +101,22 @@ def test_no_home_at_all_is_refused_with_what_to_do(tmp_path: Path) -> None:
         make_dir(MCP_DIR, not_a_dir)
 
 
+def _bash_result(workspace: Path, command: str) -> Any:
+    """The result of one sandboxed Bash ``command`` a worker ran in ``workspace`` (its run
+    completed)."""
+    model = ScriptedModel({"worker": [{"tool_calls": [use("Bash", command=command)]}, "done"]})
+    with Runtime(
+        [agent("worker")],
+        model=model,
+        workspace=workspace,
+        permissions=Permissions(mode="default", allow=("Bash",)),
+        tools=[TRUSTING_BASH],
+    ) as rt:
+        assert rt.run("worker", "run it", wait=WAIT).status is RunStatus.COMPLETED
+    (result,) = results(model, "worker")
+    return result
+
+
 @as_root
 @landlock
 @namespaces
@@ -118,16 +135,7 @@ def test_a_victims_bash_runs_beside_a_squat_and_its_namespace_covers_the_fallbac
         'echo own-7d > "$TMPDIR/mine" && cd "$TMPDIR/../.." && pwd'
         ' && find . -type f ! -name "*.out" -exec cat {} +'
     )
-    model = ScriptedModel({"worker": [{"tool_calls": [use("Bash", command=look)]}, "done"]})
-    with Runtime(
-        [agent("worker")],
-        model=model,
-        workspace=shared,
-        permissions=Permissions(mode="default", allow=("Bash",)),
-        tools=[TRUSTING_BASH],
-    ) as rt:
-        assert rt.run("worker", "look", wait=WAIT).status is RunStatus.COMPLETED
-    (looked,) = results(model, "worker")
+    looked = _bash_result(shared, look)
     assert not looked.is_error, looked.content
     assert looked.content.splitlines()[0] == str(other.parent), looked.content
     assert "own-7d" in looked.content and SECRET not in looked.content, looked.content
@@ -205,19 +213,9 @@ def test_another_fallback_beside_the_own_is_covered_from_a_sandboxed_bash(
     fcntl.flock(held, fcntl.LOCK_EX)  # (its maker lives)
     try:
         monkeypatch.setattr("tempfile.tempdir", str(shared))
-        read = f"cat {other}/mcp-x/secret; ls -a {other}; echo looked"
-        model = ScriptedModel({"worker": [{"tool_calls": [use("Bash", command=read)]}, "done"]})
-        with Runtime(
-            [agent("worker")],
-            model=model,
-            workspace=shared,
-            permissions=Permissions(mode="default", allow=("Bash",)),
-            tools=[TRUSTING_BASH],
-        ) as rt:
-            assert rt.run("worker", "read", wait=WAIT).status is RunStatus.COMPLETED
+        looked = _bash_result(shared, f"cat {other}/mcp-x/secret; ls -a {other}; echo looked")
     finally:
         os.close(held)
-    (looked,) = results(model, "worker")
     assert "looked" in looked.content and SECRET not in looked.content, looked.content
     assert "mcp-x" not in looked.content.splitlines(), looked.content
     assert (other / "mcp-x" / "secret").read_text() == SECRET  # (covered, not removed)
