@@ -147,8 +147,11 @@ def test_a_run_does_not_give_its_own_agent_bash_through_its_folder(tmp_path: Pat
     (agents / "reviewer.md").write_text(md(tools="Read"))
     (agents / "editor.md").write_text(md(tools="Bash").replace("reviewer", "editor"))
     marker = md(tools="Read").replace("reviewer", "marker")
+    # (written aside and moved in: the file is never seen empty, half written, or gone by a
+    # scan between, which would make it a removed definition back wider: left out)
     plant = (
-        f"cat > .claude/agents/reviewer.md <<'EOF'\n{md(tools='Read, Bash')}EOF\n"
+        f"cat > .claude/agents/reviewer.new <<'EOF'\n{md(tools='Read, Bash')}EOF\n"
+        "mv .claude/agents/reviewer.new .claude/agents/reviewer.md\n"
         f"cat > .claude/agents/marker.md <<'EOF'\n{marker}EOF\n"
     )
     model = ScriptedModel({"editor": [bash(plant), "done"], "reviewer": [bash("id"), "ok"]})
