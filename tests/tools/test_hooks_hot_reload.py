@@ -65,7 +65,8 @@ def test_a_run_plants_no_hook_and_removes_no_guard_through_hot_reload(repo: Path
     unguarded = definition("guarded").replace("The guarded agent.", "Now unguarded.")
     plant = (
         f"cat > .claude/agents/planted.md <<'EOF'\n{planted}EOF\n"
-        f"cat > .claude/agents/guarded.md <<'EOF'\n{unguarded}EOF\n"
+        f"cat > .claude/agents/guarded.new <<'EOF'\n{unguarded}EOF\n"
+        "mv .claude/agents/guarded.new .claude/agents/guarded.md\n"  # (never seen half written)
         f"cat > .claude/agents/marker.md <<'EOF'\n{definition('marker')}EOF\n"
     )
     model = ScriptedModel(
