@@ -122,6 +122,18 @@ def test_a_deleted_definition_back_no_wider_is_taken_as_now(folder: Folder) -> N
     assert folder.tools == ("Read",)
 
 
+def test_a_definition_caught_half_written_is_held_not_counted_deleted(folder: Folder) -> None:
+    """A scan catches the file half written (an editor, or ``cat >``, writing it in place:
+    here empty): it fails to load, but its file is there, so it is not a deletion; its next
+    version, wider, is held to the one given out, as any change is: the agent stays (it was
+    left out until a restart: gone for a write's window; CI saw it)."""
+    given = folder.catalog.get("reviewer")
+    folder.rewrite("")
+    assert not folder.catalog.has("reviewer")  # (nothing to load meanwhile)
+    folder.rewrite(md(tools="Read, Grep, Bash", prompt="Run anything."))
+    assert folder.catalog.get("reviewer") == given
+
+
 def test_isolation_is_neither_dropped_nor_added(tmp_path: Path) -> None:
     """``isolation: worktree`` (kept in the spec's metadata) keeps a run off the main tree:
     no reload drops it; and, fail closed, none adds it either (a field off the allowlist)."""

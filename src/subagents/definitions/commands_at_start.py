@@ -29,6 +29,7 @@ what it was when deleted (``_returned``): it came back as the deleted definition
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,7 +67,7 @@ class CommandsAtStart:
             self._read = {n: _commands(s) for n, s in specs.items() if _from_files(s)}
             self._given = dict(specs)
             return specs
-        for name in [n for n, s in self._given.items() if n not in specs and _from_files(s)]:
+        for name in [n for n, s in self._given.items() if n not in specs and _deleted(s)]:
             self._removed[name] = self._given.pop(name)  # (never given back as it was)
         held: dict[str, AgentSpec] = {}
         for name, spec in specs.items():
@@ -168,6 +169,17 @@ def _names_commands(spec: AgentSpec) -> bool:
     if isinstance(servers, (list, tuple)):
         return any(isinstance(entry, Mapping) for entry in servers)
     return False  # None (every runtime server), or a comma string of names
+
+
+def _deleted(spec: AgentSpec) -> bool:
+    """Whether ``spec``, a definition given out and missing from a reload, was deleted: a
+    file definition whose file is gone. One whose file is still there failed to load (caught
+    half written: an editor, or ``cat >``, writing it in place): not removed, so its next
+    version is held to the one given out, as any change is (it was counted deleted, and a
+    wider next version was left out until a restart: the agent gone for a write's window)."""
+    if not _from_files(spec):
+        return False
+    return spec.source is None or not os.path.lexists(spec.source)
 
 
 def _from_files(spec: AgentSpec) -> bool:
