@@ -22,7 +22,7 @@ the first wave. In order: the held messages are decided exactly as they would ha
 only later, and nothing told after them is decided before them, so the
 queue's order (FIFO across every requester) holds, and every ask (``status``, a stop, the
 close's) sees them decided. Not held: a rest while reports wait in the line (``hold``), and a
-rest with a spawn that could start now (``_only_queues``).
+rest with a spawn that could start now (``supervision.queued_behind``).
 
 Which rest only queues: each of its spawns has the slot key of a run queued now (made as its
 admission would: the definition found now, so one reloaded with another tier since those
@@ -43,13 +43,13 @@ transaction): a state a crash could leave before.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sized
+from collections.abc import Callable, Sized
 from typing import Any
 
 import pykka
 
 from subagents.actors.timer import TimerService
-from subagents.messages import SpawnRequest
+from subagents.supervision.queued_behind import only_queue
 
 TAIL_S = 0.03
 """How long a step's held tail waits at most for the next message (the first wave's
@@ -73,7 +73,6 @@ class StepTail:
         "_decide",
         "_held",
         "_key",
-        "_keys",
         "_line",
         "_queue",
         "_ref",
@@ -90,8 +89,7 @@ class StepTail:
         self._ref: pykka.ActorRef[Any] = supervisor.actor_ref
         self._decide: Callable[..., None] = supervisor._receive_batch
         self._queue: Sized = supervisor.core.slots.waiting[1]
-        self._keys: Collection[Any] = supervisor.core.slots.queued_keys
-        self._core: Any = supervisor.core  # (its lookup, runs and slot keys: ``_only_queues``)
+        self._core: Any = supervisor.core  # (its queue read: ``queued_behind.only_queue``)
         self._line: Sized = supervisor.late._reports
         self._held: tuple[Any, ...] | None = None
         """The held rest; ``()`` while it is being decided; None: nothing held."""
@@ -102,32 +100,15 @@ class StepTail:
     def hold(self, rest: tuple[Any, ...]) -> bool:
         """After a decision of a step's spawns: hold ``rest`` (what is left of its Batch) if
         runs are queued now and each spawn in it would only queue behind them
-        (``_only_queues``), unless a tail is held or being taken already, nothing is left, or
-        reports wait in the line (put after this step: decided next, in the same wake-up, they
-        would pass it). Whether held."""
+        (``supervision.queued_behind``), unless a tail is held or being taken already,
+        nothing is left, or reports wait in the line (put after this step: decided next, in
+        the same wake-up, they would pass it). Whether held."""
         if not self._queue or self._held is not None or not rest or self._line or self.delay <= 0:
             return False
-        if not self._only_queues(rest):
+        if not only_queue(self._core, rest):
             return False
         self._held = rest
         self._timer.tell_at(self._key, time.monotonic() + self.delay, self._ref, TAIL_DUE)
-        return True
-
-    def _only_queues(self, rest: tuple[Any, ...]) -> bool:
-        """Whether every spawn in ``rest`` has a slot key queued now (it would queue behind
-        those runs: the module doc). The key of each (agent, parent) pair of the rest, made
-        as its admission would make it (a step's spawns are nearly all of one pair: one key),
-        not one per spawn. A pair whose agent or parent is not found is refused at once."""
-        core, keys = self._core, self._keys
-        for agent, parent_id in {
-            (m.agent, m.parent_run_id) for m in rest if type(m) is SpawnRequest
-        }:
-            spec = core.admission.lookup(agent)
-            parent = core.runs.get(parent_id) if parent_id is not None else None
-            if spec is None or (parent is None and parent_id is not None):
-                return False
-            if core.parking.slot_key(spec, parent) not in keys:
-                return False
         return True
 
     def take(self) -> None:
