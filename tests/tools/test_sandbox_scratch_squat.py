@@ -171,18 +171,27 @@ print(home, home.is_dir(), flush=True)
 """
 
 
-@as_root
-def test_the_fallback_goes_with_the_process_that_made_it(shared: Path) -> None:
-    """Removed at that process's exit, all in it; not at the exit of a child it forked."""
-    squat(shared, "directory")
-    done = subprocess.run(
-        [sys.executable, "-c", LEAVER, str(shared)],
+_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+"""A child Python's: this test's imports (the tree under test first)."""
+
+
+def _python(script: str, shared: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a child Python with ``shared`` as its argument; it must succeed."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(shared)],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env=_ENV,
     )
+
+
+@as_root
+def test_the_fallback_goes_with_the_process_that_made_it(shared: Path) -> None:
+    """Removed at that process's exit, all in it; not at the exit of a child it forked."""
+    squat(shared, "directory")
+    done = _python(LEAVER, shared)
     home, kept = done.stdout.split()
     assert Path(home).parent == shared and kept == "True", done.stdout
     assert not Path(home).exists()
@@ -238,33 +247,23 @@ def test_a_fallback_whose_maker_is_gone_is_swept_by_the_next(shared: Path) -> No
     dead, alive = leaked(shared, "dead4567"), leaked(shared, "alive890")
     held = os.open(alive, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(held, fcntl.LOCK_EX)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     try:
         killed = subprocess.Popen(
             [sys.executable, "-c", SWEEPER + "import time; time.sleep(600)", str(shared)],
             stdout=subprocess.PIPE,
             text=True,
-            env=env,
+            env=_ENV,
         )
         assert killed.stdout is not None
         left = Path(killed.stdout.readline().strip())
         assert not dead.exists() and alive.is_dir() and left.is_dir()
-        subprocess.run(  # (another falls back while the first lives: its home is kept)
-            [sys.executable, "-c", SWEEPER, str(shared)], timeout=120, check=True, env=env
-        )
+        _python(SWEEPER, shared)  # (another falls back while the first lives: its home is kept)
         assert left.is_dir()
         assert killed.pid > 0
         killed.kill()
         killed.wait(timeout=60)
         assert left.is_dir()  # (SIGKILL: its atexit did not run)
-        done = subprocess.run(
-            [sys.executable, "-c", SWEEPER, str(shared)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-            env=env,
-        )
+        done = _python(SWEEPER, shared)
     finally:
         os.close(held)
     assert not left.exists() and alive.is_dir(), done.stdout
