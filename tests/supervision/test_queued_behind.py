@@ -24,8 +24,8 @@ def _lookup(name: str) -> AgentSpec | None:
     return SPECS.get(name)
 
 
-def _with_workers_queued() -> SupervisorCore:
-    """One worker running, two queued behind it (one per agent), the critic's slots free."""
+def _driven() -> Driven:
+    """A core (10 at once, one per agent) as the actor drives it, on a memory store."""
     store = MemoryStore()
     core = SupervisorCore(
         lookup=_lookup,
@@ -34,7 +34,13 @@ def _with_workers_queued() -> SupervisorCore:
         limits=Limits(max_concurrency=10, per_agent=1, queue_bound=100),
         clock=lambda: 1000.0,
     )
-    driven = Driven(core, store)
+    return Driven(core, store)
+
+
+def _with_workers_queued() -> SupervisorCore:
+    """One worker running, two queued behind it (one per agent), the critic's slots free."""
+    driven = _driven()
+    core = driven.core
     for _ in range(3):
         reply, _ = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="worker", task="t"))
         assert reply.error is None, reply.error
@@ -70,12 +76,4 @@ def test_a_definition_that_cannot_be_read_is_decided_at_once_not_raised() -> Non
 
 
 def test_nothing_queued_holds_nothing() -> None:
-    store = MemoryStore()
-    core = SupervisorCore(
-        lookup=_lookup,
-        names=lambda: list(SPECS),
-        read_run=store.get_run,
-        limits=Limits(max_concurrency=10, per_agent=1, queue_bound=100),
-        clock=lambda: 1000.0,
-    )
-    assert not only_queue(core, [_spawn("worker")])
+    assert not only_queue(_driven().core, [_spawn("worker")])
