@@ -226,6 +226,9 @@ class AgentEnv:
     )
     """The tools offered that depend only on a definition and its ceiling, made once for all
     its runs (``behaviour/offer.py``)."""
+    settings: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
+    """A definition's run setting (workspace, policy, hooks, network) by its ceiling, made
+    once for all the runs that share it (``behaviour/run_setting.py``'s ``RunSetting``s)."""
     networks: dict[tuple[Any, ...], tuple[AgentSpec, Sandbox, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
