@@ -19,8 +19,7 @@ import pytest
 import structlog
 
 from subagents.behaviour.port import AgentEnv
-from subagents.behaviour.run_setting import NETWORKS_MAX
-from subagents.behaviour.tool_calls import ToolCalls
+from subagents.behaviour.tool_calls import NETWORKS_MAX, ToolCalls
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunRecord
 from subagents.models.scripted import ScriptedModel

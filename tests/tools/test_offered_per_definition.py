@@ -16,7 +16,6 @@ from subagents.behaviour.port import AgentEnv
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import PermissionGrant, RunRecord
 from subagents.models.scripted import ScriptedModel
-from subagents.runtime import Runtime
 from subagents.runtime._assembly import tools_for
 from subagents.tools.workspace import Workspace
 
@@ -67,20 +66,3 @@ def test_a_run_narrowed_by_its_requesters_gets_its_own_offer(tmp_path: Path) -> 
     in_plan = (PermissionGrant(agent="lead", run_id="r0", mode="plan"),)
     assert _offered(env, both, in_plan) == {"Read", "Grep"}  # read-only tools: still offered
     assert _offered(env, both) == {"Read", "Grep"}  # the root's offer unchanged
-
-
-def test_a_definition_replaced_with_spawning_is_offered_the_spawn_tool_at_its_next_run() -> None:
-    """Whether a definition may spawn is kept with its offer (made once per definition
-    object): one registered again under its name that may spawn is offered the spawn tool
-    from its next run, and one that may not again is offered none."""
-    model = ScriptedModel({})
-    alone = AgentSpec(name="worker", description="w", tools=("Read",))
-    helper = AgentSpec(name="helper", description="h", tools=())
-    with Runtime([alone, helper], model=model) as rt:
-        assert rt.run("worker", "x", wait=60).status == "completed"
-        rt.registry.register(msgspec.structs.replace(alone, tools=("Read", "spawn_subagent")))
-        assert rt.run("worker", "y", wait=60).status == "completed"
-        rt.registry.register(alone)  # and back
-        assert rt.run("worker", "z", wait=60).status == "completed"
-    offered = [{t.name for t in r.tools} for r in model.requests if r.agent == "worker"]
-    assert offered == [{"Read"}, {"Read", "spawn_subagent", "fan_out"}, {"Read"}]

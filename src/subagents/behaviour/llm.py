@@ -110,11 +110,7 @@ class LLMBehaviour:
         self.stop_hook_active = False
         self.environment = ""
         """Appended to the system prompt when the agent has file or shell tools."""
-        if (
-            self.calls is not None
-            and self.schemas
-            and any(s.name in BUILTIN_NAMES for s in self.schemas)
-        ):
+        if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
         self._approvals: ParentApprovalFlow | None = None
         self._kept_asks: StoreApprovalFlow | None = None

@@ -56,14 +56,11 @@ def offered_tools(
     """The schemas of every tool the run of ``port`` may call (``tools``: by name, with the
     run's MCP tools, ``mcp_names``, among them)."""
     spec, ceiling = port.spec, port.record.ceiling
-    settled, spawns = _settled(env, spec, ceiling)
-    if not spawns and not mcp_names:  # (most children: no spawn tool, no MCP) the kept one
-        return settled
     schemas: list[ToolSchema] = []
     # A definition that may spawn nothing (a child without tools) is offered no spawn tool:
     # every agent would be refused for that one reason, so no check is asked about any
     # (``not_offered`` finds the reason if its model calls one anyway).
-    if spawns:
+    if env.spawn_rules.grant(spec).disabled is None:
         offer = spawn_offer(port, port.standing, env.spawn_rules, env.agents())
         if offer.agents:
             schemas.append(spawn_schema(offer.agents))
@@ -71,6 +68,9 @@ def offered_tools(
                 schemas.append(task_schema(offer.agents))
             if offer.fan_out:
                 schemas.append(fan_out_schema(list(offer.agents)))
+    settled = _settled(env, spec, ceiling)
+    if not schemas and not mcp_names:  # (most children: no spawn tool, no MCP) the kept one
+        return settled
     schemas.extend(settled)
     # MCP tools were chosen for this definition by the hub (mcp/selection.py)
     schemas.extend(tools[name].schema for name in mcp_names if ceiling_allows(ceiling, name))
@@ -102,33 +102,27 @@ SETTLED_MAX = 256
 
 def _settled(
     env: AgentEnv, spec: AgentSpec, ceiling: tuple[PermissionGrant, ...]
-) -> tuple[tuple[ToolSchema, ...], bool]:
-    """``_settled_schemas``, and whether ``spec`` may spawn at all (its grant: the definition's
-    alone), made once per definition, ceiling and runtime tools, not per run.
+) -> tuple[ToolSchema, ...]:
+    """``_settled_schemas``, made once per definition, ceiling and runtime tools, not per run.
 
     Why: they depend on nothing else, and a fan-out's children share all three; made per run
-    they were ~20 ``allows_tool`` and ``ceiling_allows`` calls per child, and the grant's
-    lookup besides. Kept in the runtime's ``AgentEnv.offers``; an entry keeps the definition
-    and the tools mapping it was made for (compared by identity: a reloaded definition is
-    never served a stale one). Thread-safe: the worst a race does is make an entry twice."""
+    they were ~20 ``allows_tool`` and ``ceiling_allows`` calls per child. Kept in the
+    runtime's ``AgentEnv.offers``; an entry keeps the definition and the tools mapping it
+    was made for (compared by identity: a reloaded definition is never served a stale one).
+    Thread-safe: the worst a race does is make an entry twice."""
     made_for = env.offers
     try:
         key = (id(spec), env.skills is None, ceiling)
         made = made_for.get(key)
     except TypeError:  # a ceiling that cannot be hashed (built by hand): made each time
-        return _settled_schemas(env, spec, ceiling), _spawns(env, spec)
+        return _settled_schemas(env, spec, ceiling)
     if made is not None and made[0] is spec and made[1] is env.tools:
-        return made[2], made[3]
-    schemas, spawns = _settled_schemas(env, spec, ceiling), _spawns(env, spec)
+        return made[2]
+    schemas = _settled_schemas(env, spec, ceiling)
     if len(made_for) >= SETTLED_MAX:
         made_for.clear()
-    made_for[key] = (spec, env.tools, schemas, spawns)
-    return schemas, spawns
-
-
-def _spawns(env: AgentEnv, spec: AgentSpec) -> bool:
-    """Whether ``spec``'s runs may spawn at all (else no spawn tool is offered)."""
-    return env.spawn_rules.grant(spec).disabled is None
+    made_for[key] = (spec, env.tools, schemas)
+    return schemas
 
 
 def not_offered(env: AgentEnv, port: AgentPort, name: str, mcp_failure: str | None) -> str:

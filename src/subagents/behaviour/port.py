@@ -221,14 +221,11 @@ class AgentEnv:
     """The runtime's MCP servers (None: no MCP at all)."""
     worktrees: Worktrees | None = None
     """The worktrees of ``isolation: worktree`` runs (made from the workspace's repository)."""
-    offers: dict[tuple[Any, ...], tuple[AgentSpec, object, tuple[ToolSchema, ...], bool]] = field(
+    offers: dict[tuple[Any, ...], tuple[AgentSpec, object, tuple[ToolSchema, ...]]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    """The tools offered that depend only on a definition and its ceiling, and whether it may
-    spawn at all, made once for all its runs (``behaviour/offer.py``)."""
-    settings: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
-    """A definition's run setting (workspace, policy, hooks, network) by its ceiling, made
-    once for all the runs that share it (``behaviour/run_setting.py``'s ``RunSetting``s)."""
+    """The tools offered that depend only on a definition and its ceiling, made once for all
+    its runs (``behaviour/offer.py``)."""
     networks: dict[tuple[Any, ...], tuple[AgentSpec, Sandbox, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )

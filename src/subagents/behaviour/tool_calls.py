@@ -23,16 +23,18 @@ from typing import Any
 from subagents.behaviour import plan_exit
 from subagents.behaviour.failures import BASE_EXCEPTION, raised, shown
 from subagents.behaviour.port import NOT_RUN_STOPPING, AgentEnv, AgentPort
-from subagents.behaviour.run_setting import network_of, setting_of
 from subagents.behaviour.runtime_tool_args import task_arguments
 from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
+from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     Attachment,
+    PermissionGrant,
     ToolSchema,
     ToolStarting,
     ToolUseBlock,
 )
+from subagents.supervision.ceilings import network_wanted
 from subagents.supervision.requests import as_a_terminal_shows
 from subagents.tools import approval, ask_user, journal, plan_mode
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -61,21 +63,75 @@ class ToolCrash(Exception):
         self.kind = kind
 
 
+NETWORKS_MAX = 256
+"""The most network answers an ``AgentEnv`` keeps (``AgentEnv.networks``); cleared when full."""
+
+
+def network_of(
+    env: AgentEnv, spec: AgentSpec, ceiling: tuple[PermissionGrant, ...], mode: Mode
+) -> bool:
+    """Whether the processes of a run of ``spec`` under ``ceiling`` may use the network in
+    ``mode``, as the owner set it for the mode and the definition narrows it (``ValueError``
+    for a bad setting).
+
+    Asked at every run's start and depending only on these and the owner's sandbox:
+    answered once for all the runs of a definition (``AgentEnv.networks``; an entry keeps
+    the definition and the sandbox it was made for, compared by identity, so a reloaded
+    definition or a replaced sandbox is never served a stale answer; a failure is not kept)."""
+    sandbox, made_for = env.sandbox, env.networks
+    try:
+        key = (id(spec), ceiling, mode)
+        made = made_for.get(key)
+    except TypeError:  # a ceiling that cannot be hashed (built by hand): made each time
+        return sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
+    if made is not None and made[0] is spec and made[1] is sandbox:
+        return made[2]
+    network = sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
+    if len(made_for) >= NETWORKS_MAX:  # definitions reloaded many times: stay bounded
+        made_for.clear()
+    made_for[key] = (spec, sandbox, network)  # the spec is kept: its id is not reused
+    return network
+
+
+def hooks_of(env: AgentEnv, spec: AgentSpec) -> Hooks | None:
+    """The hooks of ``spec`` (None: none that this runtime runs; ``HookConfigError`` for bad
+    ones). Parsed once for all the runs of a definition, not at each run's start: kept in
+    ``AgentEnv.parsed_hooks`` with the definition they were parsed from, compared by
+    identity, so a reloaded definition (a new object) is parsed anew; a failure is not kept;
+    at most ``NETWORKS_MAX`` kept (cleared when full: definitions reloaded many times)."""
+    parsed = env.parsed_hooks
+    made = parsed.get(id(spec))
+    if made is not None and made[0] is spec:
+        return made[1]
+    hooks: Hooks | None = Hooks.parse(spec.hooks, f"agent {spec.name!r}")
+    if not hooks:
+        hooks = None
+    if len(parsed) >= NETWORKS_MAX:
+        parsed.clear()
+    parsed[id(spec)] = (spec, hooks)  # the spec is kept: its id is not reused
+    return hooks
+
+
 class ToolCalls:
     """One run's tool calls: its workspace, permissions, hooks and shell state."""
 
     def __init__(self, env: AgentEnv, port: AgentPort) -> None:
         self.env = env
         self.port = port
-        setting = setting_of(env, port.record, port.spec)  # (shared by the definition's runs)
-        self.workspace = setting.workspace
-        self.policy = setting.policy
-        for warning in setting.warnings:
+        spec, record = port.spec, port.record  # (each a property of the port: read once)
+        self.workspace = env.workspace_for(record, spec)
+        self.policy, warnings = PermissionPolicy.for_agent(
+            env.permissions, spec, self.workspace.root, record.ceiling
+        )
+        for warning in warnings:
             port.log.warning("permission mode tightened", reason=warning)
         self._requester: PermissionPolicy | None = None
-        self.hooks: Hooks | None = setting.hooks
+        self.hooks: Hooks | None = None
+        if env.allow_hooks and spec.hooks:
+            self.hooks = hooks_of(env, spec)
         self._session: RunSession | None = None
-        self._network = setting.network
+        # a bad ``network``: set-up fails (``_network_for``'s answer, without its frame)
+        self._network = network_of(env, spec, record.ceiling, self.policy.mode)
         self._sandbox: RunSandbox | None = None
         self._attempt: RunAttempt | None = None  # (``attempt``)
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
