@@ -58,6 +58,7 @@ from subagents.tools.hooks import HookConfigError, Hooks
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import Sandbox
+from subagents.tools.user_results import capped
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -137,8 +138,10 @@ def checked_owner(owner: object) -> str:
 
 def tools_for(tools: Iterable[Tool | Callable[..., Any]], builtin_tools: bool) -> dict[str, Tool]:
     """Claude Code's built-in tools (unless ``builtin_tools=False``), then the user's: a user
-    tool of the same name replaces the built-in one."""
-    return {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
+    tool of the same name replaces the built-in one. A user's tool's answers are cut at
+    ``USER_RESULT_LIMIT`` characters (``tools/user_results.py``), as an MCP server's are."""
+    users = {name: capped(tool) for name, tool in as_tools(tools).items()}
+    return {**(builtin_tools_by_name() if builtin_tools else {}), **users}
 
 
 class HoldsChecked(Protocol):
