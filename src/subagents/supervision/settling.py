@@ -28,7 +28,7 @@ from subagents.supervision.transitions import Move
 _WAITING, _RUNNING, _WAITS, _WORKS = RunStatus.WAITING, RunStatus.RUNNING, Move.WAITS, Move.WORKS
 _WAITING_EVENT = EventKind.WAITING
 
-Failed = tuple[tuple[Journal | WaitingChanged, Exception], ...]
+Unsettled = tuple[tuple[Journal | WaitingChanged, Exception], ...]
 """The reports of a line whose handling raised (a bug), each with its error."""
 
 
@@ -67,7 +67,7 @@ class Settling:
             decided.add(self.lifecycle.start_queued())
         return decided
 
-    def all(self, msgs: Sequence[Journal | WaitingChanged]) -> tuple[Failed, Decided]:
+    def all(self, msgs: Sequence[Journal | WaitingChanged]) -> tuple[Unsettled, Decided]:
         """A line of journals and waiting reports, in order, in one decision: those whose
         handling failed (a bug), each with its error, left out alone (the others' kept: one
         run's bug must not drop up to a hundred runs' reports), and what the rest come to."""
