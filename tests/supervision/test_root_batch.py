@@ -1,9 +1,9 @@
 """A batch's plain roots admitted in batch steps (``supervision/root_batch.py``) come to what
 admitting the same requests one by one does: the same replies (refusals and their reasons,
 queued or not), records, events (kinds, data and order per run), start effects, slots and
-queue. Differential: one core admits the requests as one ``spawn_many``, another each with
-``spawn``; both on fixed clocks, their writes carried out on a ``MemoryStore`` each. No
-threads: the core alone."""
+queue, policy entries (retries, budget, policy). Differential: one core admits the requests
+as one ``spawn_many``, another each with ``spawn``; both on fixed clocks, their writes
+carried out on a ``MemoryStore`` each. No threads: the core alone."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def _request(i: int, agent: str, run_id: str | None, extra: str) -> SpawnRequest
         fields["token_budget"] = 100
     elif extra == "retries":
         fields["max_retries"] = 1
+    elif extra == "cost":
+        fields["cost_budget_usd"] = 1.5
+    elif extra == "on_failure":
+        fields["on_failure"] = "retry"
+    elif extra == "shared":
+        fields["shared"] = {"k": 1}
     elif extra == "model":
         fields["model"] = "haiku"
     elif extra == "detach":  # (refused: a root has no parent to outlive)
@@ -65,7 +71,12 @@ _requests = st.lists(
     st.tuples(
         st.sampled_from(["echo", "echo", "echo", "tiered", "budgeted", "talker", "missing"]),
         st.sampled_from([None, "r-a", "r-b", "r-c", "r-d", "r-e", "r-f", "r-g"]),
-        st.sampled_from(["", "", "", "budget", "retries", "model", "detach", "background", "huge"]),
+        st.sampled_from(
+            [
+                *("", "", "", "budget", "cost", "retries", "on_failure", "shared"),
+                *("model", "detach", "background", "huge"),
+            ]
+        ),
         st.booleans(),  # filed as checked by the runtime
     ),
     min_size=1,
@@ -83,8 +94,15 @@ def _view(core: SupervisorCore, store: MemoryStore, replies: list[SpawnReply]) -
     events: dict[str, list[tuple[str, Any]]] = {}
     for run_id, request_id in by_run.items():
         events[request_id] = [(e.kind.value, e.data) for e in store.events(run_id)]
+    entries = core.admission.policies.entries  # (each run's policy, retries, budget, seed)
+    policies = {
+        request_id: msgspec.structs.asdict(entry)
+        for run_id, request_id in by_run.items()
+        if (entry := entries.get(run_id)) is not None
+    }
     slots = core.slots
     return {
+        "policies": policies,
         "replies": [(r.request_id, r.run_id is not None, r.queued, r.error) for r in replies],
         "records": records,
         "events": events,
