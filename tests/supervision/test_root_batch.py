@@ -221,3 +221,63 @@ def test_a_line_of_waiting_reports_settles_as_one_by_one_does(
         return records, events, list(slots._idle), list(slots.waiting[1]), slots.in_flight
 
     assert seen(line, line_store) == seen(alone, alone_store)
+
+
+class _CutOnce(str):
+    """A task whose first cut raises: a bug in a root's admission after its run is held
+    (``root_batch._admit`` cuts the task for its ``spawned`` event after ``runs.add``)."""
+
+    def __getitem__(self, key: Any) -> str:
+        if not getattr(self, "cut", False):
+            self.cut = True
+            raise RuntimeError("a bug after the run is held")
+        return str.__getitem__(self, key)
+
+
+def test_a_bug_after_a_batched_root_is_held_loses_what_it_decided() -> None:
+    """A root of a stretch that raises once held (its topics joined) ends failed as one
+    admitted alone does: what it decided before it raised (its subscription's write) is
+    lost with the error, not written, and the runs around it are admitted as ever."""
+
+    def requests() -> list[SpawnRequest]:
+        return [
+            SpawnRequest(
+                request_id=f"q{i}",
+                agent="talker",
+                run_id=f"r-{i}",
+                task=_CutOnce("t") if i == 1 else "t",
+            )
+            for i in range(3)
+        ]
+
+    def kinds(decisions: list[Decision]) -> tuple[list[tuple[str, str | None]], ...]:
+        """The writes and the effects, each in order: their types and runs."""
+        seen: tuple[list[tuple[str, str | None]], ...] = ([], [])
+        for decision in decisions:
+            for into, items in zip(seen, (decision.writes, decision.effects), strict=True):
+                for item in items:
+                    run = getattr(item, "record", None) or getattr(item, "event", None)
+                    into.append((type(item).__name__, getattr(run, "run_id", None)))
+        return seen
+
+    limits = Limits(max_concurrency=10, per_agent=10)
+    batch, batch_store = _core(limits)
+    reqs = requests()
+    _file(batch, reqs, [True] * 3)
+    decision = batch.spawn_many(reqs)
+    write_all(batch_store, decision.writes)
+
+    alone, alone_store = _core(limits)
+    reqs = requests()
+    _file(alone, reqs, [True] * 3)
+    decisions = [alone.spawn(req) for req in reqs]
+    for one in decisions:
+        write_all(alone_store, one.writes)
+
+    replies = list(decision.reply)
+    assert [r.error is None for r in replies] == [True, True, True]  # (q1: ended failed)
+    assert [r.run_id for r in replies] == ["r-0", "r-1", "r-2"]
+    assert kinds([decision]) == kinds(decisions)
+    assert _view(batch, batch_store, replies) == _view(
+        alone, alone_store, [d.reply for d in decisions]
+    )

@@ -94,7 +94,8 @@ class Admission(Protocol):
 
 log = get_logger("subagents.supervisor")
 
-_SPAWNED, _STARTED_EVENT, _RUNNING = EventKind.SPAWNED, EventKind.STARTED, RunStatus.RUNNING
+_SPAWNED, _STARTED_EVENT = EventKind.SPAWNED, EventKind.STARTED
+_RUNNING, _QUEUED = RunStatus.RUNNING, RunStatus.QUEUED
 
 
 def plain_root(req: SpawnRequest, agent: str, attempt: int) -> bool:
@@ -172,14 +173,21 @@ def admit_roots(
     replies: list[SpawnReply] = []
     admitted: list[str] = []
     i = first
+    writes, effects = into.writes, into.effects
     try:
         while i < batch.end:
             req = reqs[i]
             i += 1
-            held = adm.runs.generation
+            held, wrote, did = adm.runs.generation, len(writes), len(effects)
             try:  # (its checks too: a bug in one fails it alone, as in ``spawn_all``)
                 reply = _admit(adm, req, batch, into)
             except Exception as exc:  # a bug: this request alone fails (``_failed``)
+                # what it decided before it raised is lost, as ``admit``'s own ``Decided``
+                # is (no start, no write of a run that ends failed); the slots of those
+                # admitted before it taken before its end is decided
+                del writes[wrote:], effects[did:]
+                take_many(adm.slots, admitted, batch.key)
+                admitted = []
                 reply, failed = adm._failed(req, exc, held != adm.runs.generation)
                 replies.append(reply)
                 into.add(failed)
@@ -252,20 +260,27 @@ def _admit(adm: Admission, req: SpawnRequest, batch: _Batch, into: Decided) -> S
     state.deadline = deadline = batch.deadline_base + record.deadline_s
     runs = adm.runs
     runs.add(state)
-    runs.admitted(state)
-    if spec.topics:
-        into.add(adm.lifecycle.mail.topics.join(run_id, run_id, spec.topics))
-    data: dict[str, Any] = {"task": req.task[:200], "background": record.background}
-    if record.detached:  # (refused by its fields, unless filed as checked)
-        data["detached"] = True
-    into.event(_SPAWNED, record, now, data)
-    into.writes.append(SaveRun(record))
-    standing = runs.standing(state)  # (nobody queued behind it: ``room``)
-    into.effects.append(
-        StartRun(record=record, spec=spec, deadline=deadline, attempt=1, standing=standing)
-    )
-    into.effects.append(ArmDeadline(run_id, deadline))
-    into.event(_STARTED_EVENT, record, now, {"model": record.model, "resumed": False})
+    try:
+        runs.admitted(state)
+        if spec.topics:
+            into.add(adm.lifecycle.mail.topics.join(run_id, run_id, spec.topics))
+        data: dict[str, Any] = {"task": req.task[:200], "background": record.background}
+        if record.detached:  # (refused by its fields, unless filed as checked)
+            data["detached"] = True
+        into.event(_SPAWNED, record, now, data)
+        into.writes.append(SaveRun(record))
+        standing = runs.standing(state)  # (nobody queued behind it: ``room``)
+        into.effects.append(
+            StartRun(record=record, spec=spec, deadline=deadline, attempt=1, standing=standing)
+        )
+        into.effects.append(ArmDeadline(run_id, deadline))
+        into.event(_STARTED_EVENT, record, now, {"model": record.model, "resumed": False})
+    except BaseException:  # held, not started: as ``admit`` leaves it when it raises before
+        state.attempt, state.deadline = 0, 0.0  # its start (``Admission._failed`` ends it)
+        state.record = msgspec.structs.replace(
+            record, status=_QUEUED, started_at=None, answered_by=None
+        )
+        raise
     return SpawnReply(request_id=req.request_id, run_id=run_id)
 
 
