@@ -281,3 +281,51 @@ def test_a_bug_after_a_batched_root_is_held_loses_what_it_decided() -> None:
     assert _view(batch, batch_store, replies) == _view(
         alone, alone_store, [d.reply for d in decisions]
     )
+
+
+@settings(max_examples=100, deadline=None)
+@given(_requests, _requests, st.integers(1, 6), st.integers(1, 6), st.booleans())
+def test_a_batch_after_another_admits_as_one_by_one_does(
+    before: list[tuple[str, str | None, str, bool]],
+    drawn: list[tuple[str, str | None, str, bool]],
+    concurrency: int,
+    per_agent: int,
+    settle: bool,
+) -> None:
+    """The same, the second batch meeting what an earlier one left: slots held (idle ones
+    too, when their runs said they wait), runs queued, run ids in use."""
+    from subagents.messages import WaitingChanged
+
+    limits = Limits(
+        max_concurrency=concurrency, per_agent=per_agent, per_tier={1: 2}, queue_bound=4
+    )
+    first = [_request(100 + i, a, r, e) for i, (a, r, e, _) in enumerate(before)]
+    reqs = [_request(i, agent, run_id, extra) for i, (agent, run_id, extra, _) in enumerate(drawn)]
+    checked = [filed for *_, filed in drawn]
+    cores = [_core(limits) for _ in range(2)]
+    earlier: list[list[SpawnReply]] = []
+    for core, store in cores:
+        _file(core, first, [filed for *_, filed in before])
+        made = core.spawn_many(first)
+        write_all(store, made.writes)
+        earlier.append(list(made.reply))
+        if settle:  # the runs started say they wait: their slots lendable
+            line = [
+                WaitingChanged(run_id=r.run_id, waiting=True, parked=False, attempt=1)
+                for r in made.reply
+                if r.run_id is not None
+            ]
+            write_all(store, core.settled(line).writes)
+        _file(core, reqs, checked)
+    (batch, batch_store), (alone, alone_store) = cores
+    decision = batch.spawn_many(reqs)
+    write_all(batch_store, decision.writes)
+    decisions = []
+    for req in reqs:
+        one = alone.spawn(req)
+        write_all(alone_store, one.writes)
+        decisions.append(one)
+    batch_replies = earlier[0] + list(decision.reply)
+    alone_replies = earlier[1] + [d.reply for d in decisions]
+    assert _view(batch, batch_store, batch_replies) == _view(alone, alone_store, alone_replies)
+    assert _effects([decision], batch_replies) == _effects(decisions, alone_replies)
