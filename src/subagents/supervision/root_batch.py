@@ -173,19 +173,15 @@ def admit_roots(
     replies: list[SpawnReply] = []
     admitted: list[str] = []
     i = first
-    writes, effects = into.writes, into.effects
     try:
         while i < batch.end:
             req = reqs[i]
             i += 1
-            held, wrote, did = adm.runs.generation, len(writes), len(effects)
+            held = adm.runs.generation
             try:  # (its checks too: a bug in one fails it alone, as in ``spawn_all``)
                 reply = _admit(adm, req, batch, into)
             except Exception as exc:  # a bug: this request alone fails (``_failed``)
-                # what it decided before it raised is lost, as ``admit``'s own ``Decided``
-                # is (no start, no write of a run that ends failed); the slots of those
-                # admitted before it taken before its end is decided
-                del writes[wrote:], effects[did:]
+                # (the slots of those admitted before it taken before its end is decided)
                 take_many(adm.slots, admitted, batch.key)
                 admitted = []
                 reply, failed = adm._failed(req, exc, held != adm.runs.generation)
@@ -280,8 +276,22 @@ def _admit(adm: Admission, req: SpawnRequest, batch: _Batch, into: Decided) -> S
         state.record = msgspec.structs.replace(
             record, status=_QUEUED, started_at=None, answered_by=None
         )
+        # what it decided is lost, as ``admit``'s own ``Decided`` is (no write, no start
+        # of a run that ends failed): the last items here, each of its run
+        for items in (into.writes, into.effects):
+            while items and _run_of(items[-1]) == run_id:
+                items.pop()
         raise
     return SpawnReply(request_id=req.request_id, run_id=run_id)
+
+
+def _run_of(item: object) -> object:
+    """The run a write or an effect made by ``_admit`` is of (only after a bug)."""
+    for part in ("record", "event", "subscription"):
+        inner = getattr(item, part, None)
+        if inner is not None:
+            return getattr(inner, "run_id", None)
+    return getattr(item, "run_id", None)
 
 
 def _refused(req: SpawnRequest, reason: str, into: Decided) -> SpawnReply:
