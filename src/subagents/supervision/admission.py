@@ -45,6 +45,7 @@ from subagents.supervision.outcomes import End
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import PolicyBook, PolicyFields, PolicyRefused
 from subagents.supervision.requests import CheckedRoots
+from subagents.supervision.root_batch import admit_roots
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
 from subagents.supervision.spawn_rules import SpawnRules
@@ -61,6 +62,7 @@ CLOSING = "the runtime is closing: no run is admitted once its close has begun"
 """Why a spawn that reaches the supervisor after the close's ``StopAll`` is refused."""
 
 _QUEUED, _SPAWNED, _QUEUED_EVENT = RunStatus.QUEUED, EventKind.SPAWNED, EventKind.QUEUED
+NOT_STARTED = (_QUEUED, None, None)  # a record's status, start, answering model (``_record``)
 """Read on every admission (the last on every queued one): an enum's member read through its
 class costs Python 3.11's ``EnumType.__getattr__`` slot, ~1.1k instructions (``starts``), a
 module's name ~0.1k."""
@@ -129,15 +131,23 @@ class Admission:
         self._vetted = {}
         try:
             runs = self.runs
-            for req in reqs:
+            vetted = self._vetted
+            i, count = 0, len(reqs)
+            while i < count:
+                req = reqs[i]
+                if vetted and req.parent_run_id is None:  # (``root_batch``: in batch steps)
+                    i, batched = admit_roots(self, reqs, i, vetted, decided)
+                    if batched:
+                        replies += batched
+                        vetted = self._vetted
+                        continue
+                i += 1
                 held = runs.generation  # (it changes when a run is held: ``_failed``)
                 try:
                     reply, admitted = self.spawn(req)
                 except Exception as exc:  # a bug, not a refusal: this request alone fails
                     reply, admitted = self._failed(req, exc, held != runs.generation)
-                    # its run's end may have ended its requester (``fail_parent``) or made
-                    # it go again: the vetting made before is not reused for the others
-                    self._vetted = {}
+                    vetted = self._vetted  # (made anew by ``_failed``)
                 replies.append(reply)
                 decided.add(admitted)
         finally:
@@ -152,8 +162,12 @@ class Admission:
         memory, never written nor started nor answered, holding their slots. If it raised
         once its own run was held (``runs.add``: ``held``, the run table changed), that run
         is admitted and ends failed at once, with the error (recorded so, its slot freed):
-        memory keeps no run the store has not."""
+        memory keeps no run the store has not. In a batch, what was vetted before is not
+        reused for the rest (its run's end may have ended its requester, ``fail_parent``,
+        or made it go again)."""
         log.exception("spawn failed", agent=req.agent, parent_run_id=req.parent_run_id)
+        if self._vetted is not None:
+            self._vetted = {}
         why = f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
         decided = Decided()
         left = self._left_by(req) if held else None
@@ -379,11 +393,15 @@ class Admission:
         run_id: str,
         now: float,
         policy_fields: PolicyFields,
+        started: tuple[RunStatus, float | None, str | None] = NOT_STARTED,
     ) -> RunRecord:
         """The record of a run just admitted. Made in two calls of at most 15 keywords
         each: CPython 3.11 compiles a call of more (this one had 23) into a dict built
         and unpacked per call, ~8k instructions more per admitted run (callgrind: 15.3k
-        for the one call, 7.3k for these two; benchmarks/README.md, session 20)."""
+        for the one call, 7.3k for these two; benchmarks/README.md, session 20).
+        ``started`` (running, its start time, who answers its asks): the record of a run
+        that starts in its admission's decision, made started (``root_batch``), not queued
+        and replaced by its start (``RunTable.fire_started``)."""
         model = req.model or spec.model
         if model in (None, "inherit"):
             model = parent.record.model if parent is not None else None
@@ -411,8 +429,12 @@ class Admission:
             request_id=req.request_id,
             owner=self.owner,
         )
+        status, started_at, answered_by = started
         return msgspec.structs.replace(
             record,
+            status=status,
+            started_at=started_at,
+            answered_by=answered_by,
             token_budget=policy_fields.token_budget,
             cost_budget_usd=policy_fields.cost_budget_usd,
             on_failure=policy_fields.on_failure,

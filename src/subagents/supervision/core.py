@@ -48,7 +48,6 @@ from subagents.messages import (
     Placed,
     RunFinished,
     RunRecord,
-    RunStatus,
     SendMail,
     SlotWanted,
     SpawnRequest,
@@ -80,6 +79,7 @@ from subagents.supervision.recovery import Recovery
 from subagents.supervision.reports import Reports
 from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunTable
+from subagents.supervision.settling import Settling
 from subagents.supervision.slots import SlotPool
 from subagents.supervision.stops import Stops
 from subagents.supervision.transitions import Move
@@ -154,6 +154,7 @@ class SupervisorCore:
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.recorded_parts = Recorded(self.runs, self.mail, published)  # (who listens)
         self.stops = Stops(self.runs, self.lifecycle, read_run)
+        self.settling = Settling(self.runs, now, self.parking, self.lifecycle, self.recorded_parts)
         topics, slot_key = self.mail.topics, self.parking.slot_key
         self.recovery = Recovery(
             self.runs, self.lifecycle, self.slots, lookup, slot_key, owner, topics
@@ -251,16 +252,7 @@ class SupervisorCore:
         whose handling failed (a bug), each with its error, left out alone (the others'
         kept, as ``recorded``'s: one run's bug must not drop up to a hundred runs' reports)."""
         self.effects.begin()
-        failed: list[tuple[Journal | WaitingChanged, Exception]] = []
-        for msg in msgs:
-            try:
-                if isinstance(msg, Journal):
-                    self.effects.take(self.recorded_parts.journal(msg))
-                else:
-                    self._waiting(msg)
-            except Exception as exc:  # a bug: this report alone is left out
-                failed.append((msg, exc))
-        return self._decided(tuple(failed))
+        return self._decided(self.effects.gather(self.settling.all(msgs)))
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
@@ -327,23 +319,10 @@ class SupervisorCore:
         return self._decided()
 
     def waiting_changed(self, msg: WaitingChanged) -> Decision:
+        """A run waits or works again (``settling``)."""
         self.effects.begin()
-        self._waiting(msg)
+        self.effects.take(self.settling.one(msg))
         return self._decided()
-
-    def _waiting(self, msg: WaitingChanged) -> None:
-        state = self.runs.reporting(msg.run_id, msg.attempt)
-        status = RunStatus.WAITING if msg.waiting else RunStatus.RUNNING
-        if state is not None:  # one parked at its wait (``parked``) is no holder to ask
-            self.parking.waiting(state, msg.waiting and not msg.parked)
-            if state.record.status is not status:
-                move = Move.WAITS if msg.waiting else Move.WORKS
-                self.effects.writes.append(self.runs.fire(state, move))
-                if msg.waiting:
-                    self.effects.event(EventKind.WAITING, state.record, {})
-            if msg.parked and (lent := self.parking.parked_at_wait(state)) is not None:
-                self.effects.take(lent)  # its slot given back, as a ``Parked`` answer's
-                self.effects.take(self.lifecycle.start_queued())
 
     def parked(self, msg: Parked) -> Decision:
         """A run gave its slot back (``parking``): queued runs take it."""

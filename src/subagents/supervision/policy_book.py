@@ -98,6 +98,9 @@ class PolicyBook:
         self.runs = runs
         self.limits = limits
         self._entries: dict[str, RunEntry] = {}
+        self.entries = self._entries
+        """Each run's entry by id: a batch's plain roots are entered here directly, their
+        policy read once for the batch (``root_batch``: what ``admit`` enters for them)."""
         self.budgets = BudgetBook(self._entries)
         self.restarts = RestartIntensity(clock=clock, rng=rng, entries=self._entries)
 
