@@ -203,8 +203,14 @@ to check anything (docs/store.md, "One end per run")."""
 V6_END_KEPT: tuple[str, ...] = (
     f"""CREATE OR REPLACE FUNCTION refuse_second_end() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        RAISE EXCEPTION 'run % ended already (%): a second end, or a save of it as % (not'
-            ' ended), is refused, and nothing of its transaction is kept'
+        IF NEW.status IN ({_ENDS}) THEN
+            RAISE EXCEPTION 'run % ended already (%): a second end (%) is refused, and'
+                ' nothing of its transaction is kept{_literal_part(OLDER_PROCESS_STOP)}',
+                OLD.run_id, OLD.status, NEW.status
+                USING ERRCODE = '{SECOND_END}', DETAIL = OLD.run_id;
+        END IF;
+        RAISE EXCEPTION 'run % ended already (%): a save of it as % (its end undone) is'
+            ' refused, and nothing of its transaction is kept'
             '{_literal_part(OLDER_PROCESS_STOP)}', OLD.run_id, OLD.status, NEW.status
             USING ERRCODE = '{SECOND_END}', DETAIL = OLD.run_id;
     END $$""",
