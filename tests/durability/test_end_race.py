@@ -245,3 +245,78 @@ def test_a_stop_whose_writes_fail_tells_the_stopped_runs_caller(tmp_path: Path) 
             gate.set()
     assert told.status is RunStatus.FAILED, told
     assert "disk full (a test)" in (told.error or ""), told
+
+
+def test_a_wait_saved_over_another_writers_end_keeps_that_end(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """Another writer ends a run this runtime holds; the run then waits (a live save of it:
+    ``waiting``). Before: the save was taken and the run was live again in the store, the
+    stranger's end erased, and its caller waited for a result (the one-end rule refused only
+    an end over an end). The store refuses it now (an end is not undone), and the runtime
+    takes the store's end: the run's agent stopped, its caller told that end, no outage (the
+    other run goes on)."""
+    store, other = stores
+    gates = {"a": threading.Event(), "b": threading.Event()}
+
+    async def waits(ctx: AgentContext) -> str:
+        assert gates[ctx.task].wait(WAIT)
+        mail = await ctx.receive(timeout=WAIT)  # nothing comes: it waits
+        return f"read {mail}"
+
+    agents = [FunctionAgent.create("waits", waits), FunctionAgent.create("held", _gated(gates))]
+    try:
+        with Runtime(agents, store=store, command_poll_s=0) as rt:
+            a, b = rt.spawn("waits", "a"), rt.spawn("held", "b")
+            _end_elsewhere(other, _started(store, a.run_id))
+            ended = store.get_run(a.run_id)
+            _started(store, b.run_id)
+            gates["a"].set()  # it waits now: refused, the store's end taken
+            told = a.result(timeout=WAIT)
+            gates["b"].set()
+            went_on = b.result(timeout=WAIT)
+    finally:
+        for gate in gates.values():
+            gate.set()
+    assert told.status is RunStatus.CANCELLED and told.error == "elsewhere", told
+    kept = store.get_run(a.run_id)
+    assert kept is not None and ended is not None
+    assert (kept.status, kept.ended_at) == (RunStatus.CANCELLED, ended.ended_at)
+    assert ends_of(store, a.run_id) == []  # (the stranger appended none; ours was dropped)
+    assert went_on.status is RunStatus.COMPLETED and went_on.result == "b", went_on
+    assert ends_of(store, b.run_id) == [EventKind.COMPLETED]
+
+
+def test_a_background_childs_report_says_the_end_the_store_keeps(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """A background child ended by another writer, whose own end is then refused: its
+    parent is mailed the end the store keeps (cancelled, the stranger's error), not the
+    runtime's (completed, its result), and so is the mail the store keeps."""
+    store, other = stores
+    gate = threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("held", "c", background=True)
+        mail = await ctx.receive(timeout=WAIT)
+        return "no report" if mail is None else mail.content
+
+    agents = [FunctionAgent.create("lead", lead), FunctionAgent.create("held", _gated({"c": gate}))]
+    try:
+        with Runtime(agents, store=store, command_poll_s=0) as rt:
+            parent = rt.spawn("lead", "p")
+            wait_until(
+                lambda: any(r.agent == "held" for r in store.list_runs()), "the child's record"
+            )
+            child = next(r for r in store.list_runs() if r.agent == "held")
+            _end_elsewhere(other, _started(store, child.run_id))
+            gate.set()  # its own end: refused; its report mailed
+            report = parent.result(timeout=WAIT)
+    finally:
+        gate.set()
+    assert report.status is RunStatus.COMPLETED, report
+    assert report.result is not None and report.result.startswith("[background result] ")
+    said = msgspec.json.decode(report.result.split(" ", 2)[2])
+    assert (said["status"], said["error"], said["result"]) == ("cancelled", "elsewhere", None)
+    kept = [m.content for m in store.mail_for(parent.run_id) if m.sender == child.run_id]
+    assert kept == [report.result]

@@ -11,9 +11,12 @@ recorded yet", while the database kept it completed.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from pgserver import PgServer
+from polling import wait_until
 from run_ends import ends_of
 from subagents import FunctionAgent, Runtime
 from subagents.behaviour.function import AgentContext
@@ -96,5 +99,58 @@ def test_a_late_commit_of_a_roots_end_after_the_recovery_recorded_it_is_refused(
         assert outcome.status is RunStatus.FAILED and outcome.error is not None
         assert "may or may not be recorded" not in outcome.error  # told once recorded
         assert again.status is RunStatus.COMPLETED
+    finally:
+        store.close()
+
+
+def test_a_late_commit_of_a_live_save_after_the_recovery_ended_the_run_is_refused(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """The ``COMMIT`` of a run's wait (a live save of its record) is still on its way when
+    its client gives up; the runtime's recovery records the run failed; then the late
+    ``COMMIT`` reaches the server. It is refused (an end is not undone): the run stays
+    failed, as its caller was told. Before, it landed: the run was live again in the
+    database (waiting, this runtime's), its end erased, and a later restore would have run
+    it again."""
+    cutter = CommitCutter(("127.0.0.1", pg_server.port))
+    gate = threading.Event()
+
+    async def waits(ctx: AgentContext) -> str:
+        assert gate.wait(WAIT)
+        await ctx.receive(timeout=WAIT)  # it waits: its record saved live
+        return "read"
+
+    try:
+        agents = [FunctionAgent.create("waits", waits), FunctionAgent.create("answer", _answer)]
+        with Runtime(agents, store=cutter.url(pg_url), command_poll_s=0.1) as rt:
+            handle = rt.spawn("waits", "live-save-late")
+            wait_until(lambda: _started(pg_url, handle.run_id), "the run's start recorded")
+            cutter.arm(b"live-save-late", late=True)  # in the batch of its wait
+            gate.set()
+            outcome = handle.result(timeout=WAIT)  # told as the store failed
+            assert cutter.cut.is_set() and not cutter.landed.is_set()
+            again = rt.run("answer", "again", timeout=WAIT)  # recovered: recorded failed
+            cutter.release()
+            assert cutter.landed.wait(WAIT), "the late COMMIT's answer"
+    finally:
+        gate.set()
+        cutter.close()
+    assert cutter.answer is not None and "a save of it as waiting" in cutter.answer, cutter.answer
+    store = PostgresStore(pg_url)
+    try:
+        record = store.get_run(handle.run_id)
+        assert record is not None and record.status is RunStatus.FAILED, record
+        assert ends_of(store, handle.run_id) == [EventKind.FAILED]
+        assert outcome.status is RunStatus.FAILED
+        assert again.status is RunStatus.COMPLETED
+    finally:
+        store.close()
+
+
+def _started(url: str, run_id: str) -> bool:
+    store = PostgresStore(url)
+    try:
+        record = store.get_run(run_id)
+        return record is not None and record.started_at is not None
     finally:
         store.close()

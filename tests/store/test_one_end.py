@@ -89,16 +89,61 @@ def test_nothing_of_a_refused_batch_is_kept(store: RunStore) -> None:
     assert store.get_run("after") is not None
 
 
-def test_the_same_end_saved_again_and_a_new_start_are_no_second_end(store: RunStore) -> None:
+def test_the_same_end_saved_again_is_no_second_end(store: RunStore) -> None:
     ended = _end(run("r1", status=RunStatus.RUNNING), RunStatus.FAILED, 10.0)
     store.save_run(ended)
     relabelled = msgspec.structs.replace(ended, label="relabelled")
     store.save_run(relabelled)  # its end unchanged
-    resumed = msgspec.structs.replace(relabelled, status=RunStatus.RUNNING, ended_at=None)
-    store.save_run(resumed)  # a resume: live again
-    store.save_run(_end(resumed, RunStatus.COMPLETED, 20.0))  # and its new end
     kept = store.get_run("r1")
-    assert kept is not None and kept.status is RunStatus.COMPLETED and kept.label == "relabelled"
+    assert kept is not None and kept.status is RunStatus.FAILED and kept.label == "relabelled"
+
+
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.WAITING, RunStatus.QUEUED])
+def test_an_end_is_not_undone_by_a_live_save(
+    store: RunStore, status: RunStatus, ways: Callable[..., None]
+) -> None:
+    """A record saved live over a run the store keeps ended (a runtime's step or wait of a
+    run another writer ended) is refused with its transaction, by the methods and by
+    ``write_all``: before, it was taken and the run was live again, its end erased (the
+    one-end rule refused only an end over an end)."""
+    live = run("r1", status=RunStatus.RUNNING)
+    store.save_run(live)
+    store.save_run(_end(live, RunStatus.CANCELLED, 10.0))  # another writer's end
+    store.save_run(run("other", label="before"))
+    again = msgspec.structs.replace(live, status=status, label="a step")
+    with pytest.raises(AlreadyEnded, match=r"its end undone|ended already") as refused:
+        ways(store, again)
+    assert isinstance(refused.value, StoreError)
+    kept = store.get_run("r1")
+    assert kept is not None and kept.status is RunStatus.CANCELLED and kept.ended_at == 10.0
+    assert kept.label != "a step"
+    other = store.get_run("other")
+    assert other is not None and other.label == "before"  # (nothing of its batch is kept)
+    assert "r1" not in {r.run_id for r in store.list_runs(statuses=[status])}
+
+
+def _live_by_methods(store: RunStore, record: RunRecord) -> None:
+    with store.batch():
+        store.save_run(run("other", label="after"))
+        store.save_run(record)
+
+
+def _live_by_writes(store: RunStore, record: RunRecord) -> None:
+    with store.batch():
+        write_all(store, [SaveRun(run("other", label="after")), SaveRun(record)])
+
+
+@pytest.fixture(params=["writes", "methods"])
+def ways(request: pytest.FixtureRequest, store: RunStore) -> Callable[..., None]:
+    """The supervisor's way (``write_all``) and a batch of the methods (the memory store's
+    batch is its lock: its all or nothing is ``write_all``'s, so there, the save alone)."""
+    from subagents.store.memory import MemoryStore
+
+    if request.param == "writes":
+        return _live_by_writes
+    if isinstance(store, MemoryStore):
+        return lambda s, record: s.save_run(record)
+    return _live_by_methods
 
 
 def test_an_end_waiting_for_the_row_of_an_end_that_lands_is_refused(pg_url: str) -> None:
@@ -252,7 +297,7 @@ def test_the_v15_upgrade_gives_a_store_of_session_26_the_message_telling_older_p
 ) -> None:
     """A v14 file upgraded by session 26's code has the trigger's shorter message; the v15
     upgrade (when an older process may still be running) makes it again with today's."""
-    from subagents.store.migrations import _literal
+    from subagents.store.migrations import END_KEPT_SAYS, _literal
     from subagents.store.schema import set_schema_version
 
     path = tmp_path / "runs.sqlite3"
@@ -267,7 +312,8 @@ def test_the_v15_upgrade_gives_a_store_of_session_26_the_message_telling_older_p
             "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'runs_one_end'"
         ).fetchone()
     conn.close()
-    assert _literal(SECOND_END + OLDER_PROCESS_STOP) in sql, sql  # (its quotes doubled)
+    assert _literal(END_KEPT_SAYS) in sql, sql  # (its quotes doubled; made again since)
+    assert END_KEPT_SAYS.startswith(SECOND_END) and END_KEPT_SAYS.endswith(OLDER_PROCESS_STOP)
 
 
 def _session_26_trigger(conn: sqlite3.Connection) -> None:

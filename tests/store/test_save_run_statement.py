@@ -11,6 +11,7 @@ import pytest
 from storekit import run
 
 from subagents.messages import TERMINAL_STATUSES, RunStatus
+from subagents.store.base import AlreadyEnded
 from subagents.store.sqlite import SQLiteStore
 
 
@@ -44,5 +45,6 @@ def test_an_archived_run_saved_again_stays_archived_only_while_it_has_ended(
     rows(sqlite_store.path, "UPDATE runs SET archived_at = 7.0 WHERE run_id = 's'")
     sqlite_store.save_run(run("s", status=status))  # ended still: still archived
     assert rows(sqlite_store.path, "SELECT archived_at FROM runs") == [(7.0,)]
-    sqlite_store.save_run(run("s", status=RunStatus.RUNNING))  # restarted: out of the archive
-    assert rows(sqlite_store.path, "SELECT archived_at FROM runs") == [(None,)]
+    with pytest.raises(AlreadyEnded):  # an end is not undone: nothing leaves the archive
+        sqlite_store.save_run(run("s", status=RunStatus.RUNNING))
+    assert rows(sqlite_store.path, "SELECT archived_at FROM runs") == [(7.0,)]

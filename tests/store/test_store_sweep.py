@@ -10,6 +10,7 @@ import pytest
 from storekit import Durable, checkpoint, event, mail, outcome, run
 
 from subagents.messages import CheckpointDelta, JournalEntry, Preview, RunStatus
+from subagents.store.base import AlreadyEnded
 from subagents.store.paths import host_log
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.sweep import SweepCandidate, SweepPlan, plan_sweep
@@ -227,13 +228,15 @@ def test_sweep_purges_taken_commands_and_keeps_pending_ones(durable_store: Durab
     assert [c.command_id for c in durable_store.take_commands()] == [pending]
 
 
-def test_a_run_saved_again_as_live_is_no_longer_archived(durable_store: Durable) -> None:
+def test_an_archived_run_stays_archived_saved_again(durable_store: Durable) -> None:
     populate(durable_store)
     durable_store.sweep(now=NOW)
+    listed = [r.run_id for r in durable_store.list_runs()]
     restarted = run("keep", created_at=0.0, status=RunStatus.RUNNING, restarts=1)
-    durable_store.save_run(restarted)
-    assert [r.run_id for r in durable_store.list_runs()] == ["keep", "live", "young"]
-    # while a finished run saved again (its end as kept) stays archived
+    with pytest.raises(AlreadyEnded):  # an end is not undone (SQLite v16, PostgreSQL v6)
+        durable_store.save_run(restarted)
+    assert [r.run_id for r in durable_store.list_runs()] == listed
+    # a finished run saved again (its end as kept) stays archived
     ended = NOW - 2 * HOUR
     durable_store.save_run(
         run("del", created_at=0.0, status=RunStatus.COMPLETED, ended_at=ended, label="relabelled")

@@ -21,7 +21,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.store.base import Fenced, RunStore
+from subagents.store.base import AlreadyEnded, Fenced, RunStore
 from subagents.store.fencing import Fence, FencedStore
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
@@ -141,17 +141,22 @@ def test_a_fenced_stores_write_batch_opens_a_subclasss_own_batch() -> None:
     assert store.get_run("a") == run("a")
 
 
-def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(
+def test_an_archived_run_saved_live_and_ended_in_one_batch_is_refused_and_stays_archived(
     db_path: Path,
 ) -> None:
+    """An ended run is never saved live again (an end is not undone: ``AlreadyEnded``), so
+    no batch takes an archived run out of the archive: both saves refused with the batch."""
     store = SQLiteStore(db_path)
     store.save_run(run("a", status=RunStatus.COMPLETED, created_at=1.0, ended_at=2.0))
     store.sweep(now=1e9, archive_after_minutes=1)
     assert store.list_runs() == []  # archived
     restarted = run("a", status=RunStatus.RUNNING, created_at=1.0)
     ended = run("a", status=RunStatus.FAILED, created_at=1.0, ended_at=3.0)
-    write_all(store, [SaveRun(restarted), SaveRun(ended)])
-    assert store.list_runs() == [ended]
+    with pytest.raises(AlreadyEnded):
+        write_all(store, [SaveRun(restarted), SaveRun(ended)])
+    assert store.list_runs() == []  # still archived
+    kept = store.get_run("a")
+    assert kept is not None and (kept.status, kept.ended_at) == (RunStatus.COMPLETED, 2.0)
     store.close()
 
 

@@ -80,11 +80,15 @@ def _answers(
     for run_id in runs:  # some end (a requester that is not running any more)
         if rng.random() < 0.15:
             h.core.finished(RunFinished(run_id=run_id, result="x", attempt=1))
+    # an id a request names is one held here (live or ended: refused as in use) or new: the
+    # id of a run whose tree was forgotten, ended in the store, is never given again (ids are
+    # ``new_id``'s), and the store refuses a new run saved over it (an end is not undone)
+    held = [run_id for run_id in runs if h.core.core.runs.get(run_id) is not None]
     reqs = []
     for i in range(rng.randint(2, 30)):
         kw: dict[str, Any] = {"attempt": rng.choice([0, 1, 1, 1, 2])}  # (2: a stale one)
         if rng.random() < (0.4 if roots else 0.1):
-            kw["run_id"] = rng.choice([*runs, "fresh", "fresh", "other"])
+            kw["run_id"] = rng.choice([*held, "fresh", "fresh", "other"])
         if rng.random() < 0.2:
             kw["token_budget"] = rng.choice([50, 200, 10000])
         if rng.random() < 0.1:

@@ -40,7 +40,9 @@ def take_commands(
 
     A run another writer ended meanwhile (a stop posted for a run the poster saw live) keeps
     the store's end and its requester is told that one (``end_race.as_kept``): before, the
-    refused end took the runtime through an outage. The writes failing, the decision's
+    refused end took the runtime through an outage. So does a run the poll's decision saves
+    live (an answer, a send) that the store keeps ended: it is ended here as the store keeps
+    it (``end_race.ended_here``), in the same transaction. The writes failing, the decision's
     runs' waiters are told (``lost``: ``SupervisorActor._lost``) before the failure is raised
     (the outage's): a stopped run's caller waited for ever, its end decided and lost."""
     pending = store.pending_command_runs()
@@ -58,7 +60,7 @@ def take_commands(
     try:
         with store.batch():
             decision = core.commands(store.take_commands(claim))
-            writes, effects = as_kept(store, decision.writes, decision.effects)
+            writes, effects = as_kept(store, decision.writes, decision.effects, core)
             decision.effects[:] = effects
             if writes:
                 write_all(store, writes)

@@ -38,10 +38,12 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+import msgspec
+
 from subagents.actors.owed import END_KINDS, about
 from subagents.actors.told_answers import rolled_back
 from subagents.logs import get_logger
-from subagents.messages import Batch, ChildDone, Event, Outcome, RunRecord
+from subagents.messages import Batch, ChildDone, DeliverMail, Event, Mail, Outcome, RunRecord
 from subagents.store.base import READ_SLICE, AlreadyEnded, RunStore
 from subagents.store.memory import MemoryStore
 from subagents.store.writes import (
@@ -49,11 +51,14 @@ from subagents.store.writes import (
     DropPreview,
     DropSubscriptions,
     OutcomeDelivered,
+    SaveMails,
     SaveRun,
     Write,
     write_all,
 )
+from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Decision, Effect, Publish, Tell, TellOutside
+from subagents.supervision.outcomes import REPORT_KINDS, background_report
 
 log = get_logger("subagents.supervisor")
 
@@ -120,17 +125,19 @@ class EndRace:
         kept, self.kept, self._of = (self.kept if self._of is group else []), [], None
         try:
             group.__exit__(None, None, None)
-        except AlreadyEnded as exc:
-            held[:] = write_again(self.store, kept, held, exc)
+        except AlreadyEnded as exc:  # (``held`` extended in place: the halt's, if it fails)
+            held[:] = write_again(self.store, kept, held, exc, self.actor.core)
 
     def _again(self, exc: AlreadyEnded, decision: Decision) -> None:
         """The open group (if any) rolled back and its writes written again with
         ``decision``'s, less the refused ends; its held effects go before ``decision``'s."""
         actor = self.actor
+        core = actor.core
         if actor._group is not None and isinstance(self._inner, MemoryStore):
             # its group is its lock: what the group wrote before stays (each decision's
             # writes are all or nothing, ``memory_undo``), so this decision alone again
-            decision.effects[:] = write_again(self.store, decision.writes, decision.effects, exc)
+            effects = decision.effects  # (extended in place: a failure's handler sees all)
+            decision.effects[:] = write_again(self.store, decision.writes, effects, exc, core)
             return
         group, actor._group = actor._group, None
         writes: list[Write] = []
@@ -140,29 +147,36 @@ class EndRace:
             self.kept, self._of = [], None
             held, actor._held, actor._grouped = actor._held, [], 0
             rolled_back(group, exc)
+        every = [*held, *decision.effects]
         try:
-            effects = write_again(
-                self.store, [*writes, *decision.writes], [*held, *decision.effects], exc
-            )
+            effects = write_again(self.store, [*writes, *decision.writes], every, exc, core)
         except BaseException:
-            actor._held = held  # (the halt tells the roots that ended in them)
+            actor._held = every  # (the halt tells the roots that ended in them)
             raise
         decision.effects[:] = effects
 
 
 def write_again(
-    store: RunStore, writes: Sequence[Write], effects: Sequence[Effect], exc: AlreadyEnded
+    store: RunStore,
+    writes: Sequence[Write],
+    effects: list[Effect],
+    exc: AlreadyEnded,
+    core: SupervisorCore | None = None,
 ) -> list[Effect]:
     """``writes`` in one transaction of ``store`` less those about the runs whose end it
     refused (``refused``, read in that transaction); the effects to carry out in place of
-    ``effects``. ``exc`` raised again when an end is refused ``TRIES`` times; any other
-    ``StoreError`` raised as it comes."""
+    ``effects``. ``core``: of those runs, the ones it holds live are ended there
+    (``ended_here``: a live save of theirs was refused), their writes written in the same
+    transaction and their effects appended to ``effects`` in place (a caller whose write
+    fails tells their waiters too). ``exc`` raised again when an end is refused ``TRIES``
+    times; any other ``StoreError`` raised as it comes."""
     for _ in range(TRIES):
         try:
             with store.batch():
-                kept = refused(store, writes)
+                writes, kept = ended_here(store, writes, effects, core)
+                out: Sequence[Effect] = effects
                 if kept:
-                    writes, effects = _without(store, kept, writes, effects)
+                    writes, out = _without(store, kept, writes, effects, core)
                 write_all(store, writes)
             if kept:
                 log.warning(
@@ -170,52 +184,73 @@ def write_again(
                     " store's, the rest written again",
                     runs=sorted(kept),
                 )
-            return list(effects)
+            return list(out)
         except AlreadyEnded as again:
             exc = again
     raise exc
 
 
 def as_kept(
-    store: RunStore, writes: Sequence[Write], effects: Sequence[Effect]
+    store: RunStore,
+    writes: Sequence[Write],
+    effects: list[Effect],
+    core: SupervisorCore | None = None,
 ) -> tuple[list[Write], list[Effect]]:
     """``writes`` and ``effects`` less what is about the runs whose end ``store`` keeps from
     another writer (``refused``, read in the caller's open transaction), for a writer that
     holds the store's write lock from that read to its write (SQLite: a command poll's claim
-    took it; elsewhere an end landing between is refused and goes through the outage)."""
-    kept = refused(store, writes)
+    took it; elsewhere an end landing between is refused and goes through the outage);
+    ``core``, ``effects`` extended in place: as ``write_again``'s."""
+    writes, kept = ended_here(store, writes, effects, core)
     if not kept:
-        return list(writes), list(effects)
+        return writes, list(effects)
     log.warning(
         "a run's end was refused: another writer ended it first; its end is the store's,"
         " the rest written",
         runs=sorted(kept),
     )
-    return _without(store, kept, writes, effects)
+    return _without(store, kept, writes, effects, core)
+
+
+def ended_here(
+    store: RunStore, writes: Sequence[Write], effects: list[Effect], core: SupervisorCore | None
+) -> tuple[list[Write], dict[str, RunRecord]]:
+    """``writes`` (with what ending the runs below comes to) and the runs of them the store
+    keeps ended by another writer (``refused``). Those of them ``core`` still holds live (a
+    live save of theirs, a step or a wait, was refused: the store keeps them ended) are
+    ended in it now (``SupervisorCore.ended_elsewhere``: the agent stopped, its children
+    cancelled...), its writes appended to the writes returned and its effects to
+    ``effects`` in place; the store is read again for the children it ends (another
+    writer may have ended them too: `subagents stop` ends a subtree)."""
+    kept = refused(store, writes)
+    if kept and core is not None:
+        live = [run_id for run_id in kept if core.runs.live(run_id) is not None]
+        if live:
+            ended = core.ended_elsewhere(live)
+            writes = [*writes, *ended.writes]
+            effects.extend(ended.effects)
+            kept = refused(store, writes)
+    return list(writes), kept
 
 
 def refused(store: RunStore, writes: Sequence[Write]) -> dict[str, RunRecord]:
-    """The runs ended in ``writes`` (saved terminal, not made live before in them) that
-    ``store`` keeps ended with another end (its status or its end time): what it keeps of
-    each. A slice of them at a time (``READ_SLICE``, one statement each)."""
-    ends: dict[str, RunRecord] = {}
-    live: set[str] = set()
+    """The runs saved in ``writes`` that ``store`` keeps ended with an end other than each
+    save of them here (a second end, or a live status: that end undone, which it refuses
+    too: ``store.base.AlreadyEnded``): what it keeps of each. A slice of them at a time
+    (``READ_SLICE``, one statement each)."""
+    saved: dict[str, list[RunRecord]] = {}
     for write in writes:
         if type(write) is SaveRun:
             record = write.record
-            if not record.status.terminal:
-                live.add(record.run_id)
-            elif record.run_id not in live:
-                ends[record.run_id] = record
-    ids = list(ends)
+            if (saves := saved.get(record.run_id)) is None:
+                saves = saved[record.run_id] = []
+            saves.append(record)
+    ids = list(saved)
     kept: dict[str, RunRecord] = {}
     for at in range(0, len(ids), READ_SLICE):
         for run_id, stored in store.get_runs(ids[at : at + READ_SLICE]).items():
-            ours = ends[run_id]
-            if stored.status.terminal and (stored.status, stored.ended_at) != (
-                ours.status,
-                ours.ended_at,
-            ):
+            end = (stored.status, stored.ended_at)
+            if stored.status.terminal and any((r.status, r.ended_at) != end for r in saved[run_id]):
                 kept[run_id] = stored
     return kept
 
@@ -225,13 +260,24 @@ def _without(
     kept: dict[str, RunRecord],
     writes: Sequence[Write],
     effects: Sequence[Effect],
+    core: SupervisorCore | None = None,
 ) -> tuple[list[Write], list[Effect]]:
     """``writes`` and ``effects`` for the runs of ``kept`` (ended by another writer) as the
-    store keeps them (the module's list)."""
+    store keeps them (the module's list; ``core``: its recipients' inboxes hold the reports
+    as rewritten)."""
+    reports = _reports(kept, writes)
     rest: list[Write] = [w for w in writes if about(w) not in kept or _stands(w)]
     out: list[Effect] = []
     told: list[str] = []
     shown: set[str] = set()
+    if reports:
+        rest = [_mails_kept(w, reports) if type(w) is SaveMails else w for w in rest]
+        effects = [_delivered_kept(e, reports) if type(e) is Tell else e for e in effects]
+        if core is not None:
+            for mail in reports.values():
+                state = core.runs.get(mail.recipient)
+                if state is not None and mail.mail_id in state.inbox:
+                    state.inbox[mail.mail_id] = mail
     for effect in effects:
         if type(effect) is Publish:
             run_id = effect.event.run_id
@@ -245,6 +291,52 @@ def _without(
         out.append(effect)
     rest += (OutcomeDelivered(run_id) for run_id in told)
     return rest, out
+
+
+def _reports(kept: dict[str, RunRecord], writes: Sequence[Write]) -> dict[str, Mail]:
+    """The reports in ``writes`` of a background (or detached) run of ``kept`` mailed for
+    the runtime's end (``lifecycle``'s ``background_report`` of the end it saved), by mail
+    id, each as the end the store keeps says: the report the parent reads is that end."""
+    ours = {
+        w.record.run_id: w.record
+        for w in writes
+        if type(w) is SaveRun and w.record.run_id in kept and w.record.status.terminal
+    }
+    if not ours:
+        return {}
+    reports: dict[str, Mail] = {}
+    for write in writes:
+        if type(write) is not SaveMails:
+            continue
+        for mail in write.mails:
+            ended = ours.get(mail.sender)
+            if ended is None or ended.outcome is None:
+                continue
+            stored = kept[mail.sender]
+            for kind in REPORT_KINDS:
+                if mail.content == background_report(ended, ended.outcome, kind):
+                    content = background_report(stored, _outcome_kept(stored), kind)
+                    reports[mail.mail_id] = msgspec.structs.replace(mail, content=content)
+    return reports
+
+
+def _mails_kept(write: SaveMails, reports: dict[str, Mail]) -> SaveMails:
+    return SaveMails(tuple([reports.get(m.mail_id, m) for m in write.mails]))
+
+
+def _delivered_kept(effect: Tell, reports: dict[str, Mail]) -> Tell:
+    """``effect`` with the reports of ``reports`` it delivers as rewritten."""
+    message: Any = effect.message
+    if type(message) is Batch:
+        message = Batch(messages=tuple([_kept_in(m, reports) for m in message.messages]))
+        return Tell(effect.run_id, message)
+    return Tell(effect.run_id, _kept_in(message, reports))
+
+
+def _kept_in(message: Any, reports: dict[str, Mail]) -> Any:
+    if type(message) is DeliverMail:
+        return DeliverMail(mails=tuple([reports.get(m.mail_id, m) for m in message.mails]))
+    return message
 
 
 def _stands(write: Write) -> bool:
@@ -282,10 +374,15 @@ def _done_kept(done: ChildDone, kept: dict[str, RunRecord], told: list[str]) -> 
     if record is None:
         return done
     told.append(record.run_id)
-    outcome = record.outcome or Outcome(
+    return ChildDone(request_id=done.request_id, outcome=_outcome_kept(record))
+
+
+def _outcome_kept(record: RunRecord) -> Outcome:
+    """The outcome the store keeps of ``record`` (ended by another writer), or, if its writer
+    saved none, one saying so (``ELSEWHERE``)."""
+    return record.outcome or Outcome(
         run_id=record.run_id, status=record.status, error_kind="store", error=ELSEWHERE
     )
-    return ChildDone(request_id=done.request_id, outcome=outcome)
 
 
 def _kept_end(store: RunStore, run_id: str) -> list[Event]:

@@ -46,6 +46,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage, poll_later
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.records_written import records_written
+from subagents.actors.restored import restored
 from subagents.actors.run_status import status_of
 from subagents.actors.settle_line import SettleLine
 from subagents.actors.spawn_group import decide_together, groupable, spawns_end, step_spawn
@@ -92,9 +93,6 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.fencing import batch_writer
-from subagents.store.leases import live_owners
-from subagents.store.snapshot import read_snapshot
-from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
@@ -528,8 +526,8 @@ class SupervisorActor(FastInboxActor):
         self._apply(take_commands(self.core, self.store, self.now(), self._lost))
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
-        """Take up the orphaned runs (``_restored``); the effects (starts) follow the commit."""
-        decision = _restored(self.store, self.core, self.now(), roots, self._lost)
+        """Take up the orphaned runs (``actors.restored``); the effects (starts) follow."""
+        decision = restored(self.store, self.core, self.now(), roots, self._lost)
         self._apply(decision.effects)
         return decision.reply
 
@@ -562,37 +560,3 @@ class SupervisorActor(FastInboxActor):
             self._held.extend(effects)
             return
         self.effector.apply(effects)
-
-
-def _restored(
-    store: RunStore,
-    core: SupervisorCore,
-    now: float,
-    roots: frozenset[str] | None,
-    lost: Callable[[Exception, list[Effect]], None],
-) -> Decision:
-    """The core's takeover of the orphaned runs, committed. Liveness (the leases, and which
-    dead owners Ray is starting again) is read in the transaction of the takeover and handed
-    to the core with the rest of the snapshot. Its writes failing (or the commit), it is
-    rolled back before the failure is handled (``lost``: ``SupervisorActor._lost``): a run
-    it records failed is committed on its own before its waiter is told so, not told of a
-    record the rollback then removed. The store failing, the runs it took are let go of
-    first (``Recovery.untake``): the store keeps them the crashed owner's."""
-    decision: Decision | None = None
-    try:
-        with store.batch():
-            alive = live_owners(store.leases(), now)
-            counted = core.limits.max_runs_per_tree is not None  # a tree's size matters
-            # a cluster's store tells which dead owners are tree hosts being restarted
-            listed = getattr(store, "host_listed", None)
-            snapshot = read_snapshot(store, alive, count_trees=counted, listed=listed)
-            decision = core.restore(snapshot, roots)
-            write_all(store, decision.writes)
-    except Exception as exc:
-        if decision is not None:  # decided (the core holds it), not written
-            effects = decision.effects
-            if isinstance(exc, StoreError):  # not kept: its runs let go of
-                effects = core.recovery.untake(effects)
-            lost(exc, effects)
-        raise
-    return decision

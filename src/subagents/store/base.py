@@ -69,18 +69,22 @@ class AlreadyEnded(StoreError):
     late ``COMMIT`` of an end its writer took for lost (``UnsureWrite``) after a recovery
     recorded the run failed, or a recovery's over an end that landed late, each the other.
     ``key``: the run's id, when known. A record saved again with its end unchanged (the
-    same status and end time) is no second end and is kept."""
+    same status and end time) is no second end and is kept; one saved with a live status
+    (a runtime's step or wait of a run another writer ended) is refused too: an end is never
+    undone (SQLite's migration ``end_kept``, PostgreSQL v6)."""
 
     def __init__(self, message: str, key: str | None = None) -> None:
         super().__init__(message)
         self.key = key
 
 
-def second_end(run_id: str, kept: str, written: str) -> str:
-    """Why an end ``written`` over run ``run_id``, kept ``kept``, is refused."""
+def second_end(run_id: str, kept: str, written: str, ended: bool = True) -> str:
+    """Why a record of status ``written`` (``ended``: an end) over run ``run_id``, kept
+    ``kept``, is refused."""
+    what = f"a second end ({written})" if ended else f"a save of it as {written} (its end undone)"
     return (
-        f"run {run_id} ended already ({kept}): a second end ({written}) is refused, and"
-        " nothing of its transaction is kept"
+        f"run {run_id} ended already ({kept}): {what} is refused, and nothing of its"
+        " transaction is kept"
     )
 
 

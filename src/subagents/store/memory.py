@@ -176,7 +176,7 @@ class MemoryStore(RunStore):
                         run_id = record.run_id
                         if run_id in runs:  # (``in``, not ``get``: no call on every run's way)
                             stored = runs[run_id]
-                            if record.status.terminal and stored.status.terminal:
+                            if stored.status.terminal:  # (kept ended: that end, or refused)
                                 _refuse_second_end(stored, record)
                             replaced[i] = stored
                         runs[run_id] = record
@@ -207,8 +207,8 @@ class MemoryStore(RunStore):
                 raise
 
     def save_run(self, record: RunRecord) -> None:
-        with self._lock:  # (an end over another end: refused, ``AlreadyEnded``)
-            kept = self._runs.get(record.run_id) if record.status.terminal else None
+        with self._lock:  # (a save over an end, but that end's: refused, ``AlreadyEnded``)
+            kept = self._runs.get(record.run_id)
             if kept is not None and kept.status.terminal:
                 _refuse_second_end(kept, record)
             self._runs[record.run_id] = record
@@ -498,9 +498,10 @@ def _set_states(kept: dict[str, Mail], mail_ids: Sequence[str], state: MailState
 
 
 def _refuse_second_end(kept: RunRecord, record: RunRecord) -> None:
-    """``AlreadyEnded`` unless ``record`` (an end) keeps ``kept``'s end (its status and end
-    time): saved again with it unchanged, it is no second end."""
+    """``AlreadyEnded`` unless ``record``, saved over ``kept`` (ended), keeps its end (its
+    status and end time): saved again with it unchanged, it is no second end; a second end,
+    or a live status (the end undone), is refused."""
     if kept.status is not record.status or kept.ended_at != record.ended_at:
-        raise AlreadyEnded(
-            second_end(record.run_id, kept.status.value, record.status.value), record.run_id
-        )
+        status = record.status
+        said = second_end(record.run_id, kept.status.value, status.value, status.terminal)
+        raise AlreadyEnded(said, record.run_id)

@@ -358,6 +358,35 @@ def v14_to_v15(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX mail_sender ON mail (sender, receipt)")
 
 
+END_KEPT_SAYS = (
+    SECOND_END + ", and so is its end undone (the run saved again not ended)" + OLDER_PROCESS_STOP
+)
+"""The message of ``runs_one_end`` since ``end_kept`` (its start, ``SECOND_END``, is what
+this code, and one of v14 or v15, knows it by: ``AlreadyEnded``)."""
+
+
+def end_kept(conn: sqlite3.Connection) -> None:
+    """v16 (a lead's merge may renumber it, v17: nothing in it names its number): a run's end
+    is not undone either. ``runs_one_end`` refused only an end over an end (v14); a record
+    saved over a run kept ended with a live status (a runtime saving a step, or a wait, of a
+    run another writer had ended: a stranger, a late ``COMMIT``) was taken, and the run was
+    live again in the store, that end erased. Now any record saved over a run kept ended is
+    refused unless it keeps that end (its status and end time): the same trigger, its
+    ``WHEN`` without the new status's end. No row changes; nothing in this code saves an
+    ended run live (``transitions.LIFECYCLE``: no move out of an end; `subagents continue`
+    is a new run). A runtime of v14 or v15 still running on the store meets the refusal as
+    an end refused (``SECOND_END``) where it saves such a run live, and goes through its
+    store outage after writing again without its ends: stop it before upgrading
+    (docs/store.md)."""
+    conn.execute("DROP TRIGGER runs_one_end")
+    conn.execute(
+        f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs
+        WHEN {_ended("old")}
+            AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
+        BEGIN SELECT RAISE(ABORT, {_literal(END_KEPT_SAYS)}); END"""
+    )
+
+
 def _literal(text: str) -> str:
     """``text`` as an SQL string literal (single quotes, a quote doubled): a double-quoted
     one is an identifier, which SQLite 3.47+ reads as an expression in ``RAISE`` and a build
@@ -380,6 +409,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v12_to_v13,
     v13_to_v14,
     v14_to_v15,
+    end_kept,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -200,12 +200,39 @@ transaction, whoever the writer: an end's ``COMMIT`` may reach the server after 
 took it for lost (``UnsureWrite``) and a recovery recorded the run failed, with nobody left
 to check anything (docs/store.md, "One end per run")."""
 
+V6_END_KEPT: tuple[str, ...] = (
+    f"""CREATE OR REPLACE FUNCTION refuse_second_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.status IN ({_ENDS}) THEN
+            RAISE EXCEPTION 'run % ended already (%): a second end (%) is refused, and'
+                ' nothing of its transaction is kept{_literal_part(OLDER_PROCESS_STOP)}',
+                OLD.run_id, OLD.status, NEW.status
+                USING ERRCODE = '{SECOND_END}', DETAIL = OLD.run_id;
+        END IF;
+        RAISE EXCEPTION 'run % ended already (%): a save of it as % (its end undone) is'
+            ' refused, and nothing of its transaction is kept'
+            '{_literal_part(OLDER_PROCESS_STOP)}', OLD.run_id, OLD.status, NEW.status
+            USING ERRCODE = '{SECOND_END}', DETAIL = OLD.run_id;
+    END $$""",
+    "DROP TRIGGER runs_one_end ON runs",
+    f"""CREATE TRIGGER runs_one_end BEFORE UPDATE ON runs FOR EACH ROW
+    WHEN (OLD.status IN ({_ENDS})
+          AND (NEW.status <> OLD.status OR NEW.ended_at IS DISTINCT FROM OLD.ended_at))
+    EXECUTE FUNCTION refuse_second_end()""",
+)
+"""v6: a run's end is not undone either: a record saved over a run kept ended is refused
+unless it keeps that end (its status and end time), a live one too (v5 refused only an end
+over an end: a runtime saving a step or a wait of a run another writer had ended wrote it
+back to live, erasing that end). The same SQLSTATE: ``AlreadyEnded``. SQLite's is the
+migration ``end_kept``."""
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("create the store", V1),
     ("durable approvals", V2_APPROVALS),
     ("topic subscriptions", V3_TOPICS),
     ("live previews", V4_PREVIEWS),
     ("one end per run", V5_ONE_END),
+    ("an end kept", V6_END_KEPT),
 )
 """(what it does, its statements), in order; step n brings a database to version n."""
 

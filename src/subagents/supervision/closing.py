@@ -12,7 +12,7 @@ by run: once every run has ended there is nothing left of any of it to keep.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 
 import msgspec
 
@@ -125,6 +125,40 @@ def close_all(
 
 _depth = operator.attrgetter("record.depth")
 """A run's depth, read in C (the sort of every live run at a close: no Python call each)."""
+
+
+def store_recovered(
+    life: Lifecycle, reason: str, unheld: Sequence[RunRecord], now: Callable[[], float]
+) -> tuple[list[str], Decided]:
+    """The store takes writes again after failing with ``reason`` (a full disk freed):
+    every run held here (stopped when it failed) ends failed with the store's error, as its
+    caller was told, and so does each of ``unheld``, a run the store still has unfinished
+    under this runtime that is no longer held (its end was in the transaction that failed).
+    The ids ended, and what their ends come to."""
+    ended, decided = close_all(life, reason, move=Move.FAILED, error_kind="store", goes_on=True)
+    ts = now()
+    done = set(ended)
+    for record in unheld:
+        if record.run_id not in done and life.runs.live(record.run_id) is None:
+            decided.writes.extend(failed_unheld(record, reason, ts))
+            ended.append(record.run_id)
+    return ended, decided
+
+
+ENDED_ELSEWHERE = "ended by another writer: the store keeps that end"
+"""Why the live runs under a run the store keeps ended by another writer are cancelled."""
+
+
+def ended_elsewhere(life: Lifecycle, run_ids: Collection[str]) -> Decided:
+    """Runs of ``run_ids`` held live here that the store keeps ended by another writer (a
+    save of theirs, a step or a wait, was refused: ``actors.end_race``): each ended here as
+    any end is (its agent stopped, its slot freed, its live children but the detached ones
+    cancelled, its unread mail dead letters), cancelled with ``ENDED_ELSEWHERE``; its writer
+    keeps the store's end in place of this one (its record, outcome and end event)."""
+    tops = [state for r in run_ids if (state := life.runs.live(r)) is not None]
+    if not tops:
+        return Decided()
+    return life.cancel_each(tops, ENDED_ELSEWHERE, [state.run_id for state in tops])[1]
 
 
 def _by_bug(life: Lifecycle) -> Callable[[RunState, Exception], Decided | None]:

@@ -64,7 +64,7 @@ from subagents.messages import (
 from subagents.store.snapshot import RestoreSnapshot
 from subagents.supervision import approvals
 from subagents.supervision.admission import Admission, AdmissionError
-from subagents.supervision.closing import close_all, failed_unheld
+from subagents.supervision.closing import close_all, ended_elsewhere, store_recovered
 from subagents.supervision.commands import commanded
 from subagents.supervision.continuation import Continued
 from subagents.supervision.effects import Decision, Effects
@@ -261,6 +261,14 @@ class SupervisorCore:
         self.admission.closing = True
         return self._decided(tuple(self.effects.gather(close_all(self.lifecycle, reason))))
 
+    def ended_elsewhere(self, run_ids: Collection[str]) -> Decision:
+        """Runs held live here that the store keeps ended by another writer (a save of one
+        refused: ``actors.end_race``), ended here as any end is (``closing.ended_elsewhere``);
+        their writer keeps the store's end in place of this one, and tells that one."""
+        self.effects.begin()
+        self.effects.take(ended_elsewhere(self.lifecycle, run_ids))
+        return self._decided()
+
     def closing(self) -> None:
         """The runtime closes while the store fails (its runs were stopped as it failed):
         nothing is admitted after it, the store working again or not (as ``stop_all``)."""
@@ -268,21 +276,11 @@ class SupervisorCore:
 
     def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
         """The store takes writes again after failing with ``reason`` (a full disk freed):
-        every run held here (stopped when it failed) ends failed with the store's error, as
-        its caller was told, and so does each of ``unheld``, a run the store still has
-        unfinished under this runtime that is no longer held (its end was in the transaction
-        that failed). The reply is the ids ended; then the runtime goes on."""
+        every run held here, and each of ``unheld``, ends failed with the store's error
+        (``closing.store_recovered``). The reply is the ids ended; then the runtime goes on."""
         self.effects.begin()
-        ended, closed = close_all(
-            self.lifecycle, reason, move=Move.FAILED, error_kind="store", goes_on=True
-        )
+        ended, closed = store_recovered(self.lifecycle, reason, unheld, self.effects.now)
         self.effects.take(closed)
-        ts = self.effects.now()
-        done = set(ended)
-        for record in unheld:
-            if record.run_id not in done and self.runs.live(record.run_id) is None:
-                self.effects.writes.extend(failed_unheld(record, reason, ts))
-                ended.append(record.run_id)
         return self._decided(tuple(ended))
 
     # ---- reports from agents ---------------------------------------------------------------

@@ -77,6 +77,11 @@ def usage_data(usage: Usage) -> dict[str, Any]:
     }
 
 
+REPORT_KINDS = ("background result", "detached result")
+"""The kinds of ``background_report``: a background child's, and a detached child's mailed to
+an ancestor after its parent ended."""
+
+
 def background_report(record: RunRecord, outcome: Outcome, kind: str = "background result") -> str:
     """What a background child's parent is mailed when it ends (``kind``: "detached
     result" for a detached child that ended after its parent, mailed to an ancestor; it
