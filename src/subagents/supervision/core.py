@@ -82,7 +82,6 @@ from subagents.supervision.runs import RunTable
 from subagents.supervision.settling import Settling
 from subagents.supervision.slots import SlotPool
 from subagents.supervision.stops import Stops
-from subagents.supervision.transitions import Move
 
 __all__ = ["AdmissionError", "Decision", "SupervisorCore"]
 
