@@ -19,9 +19,14 @@ servers. Now the process falls back to a home of its own that nobody can pre-emp
 0700, a random name), chosen once per temporary directory for the life of the process and
 removed at its exit, with a warning naming the squatted path. A process ended by SIGTERM or
 SIGKILL cannot remove its own: each fallback is locked (``flock``) for its maker's life, and
-the next process that falls back removes those whose lock it can take (their maker is gone);
-until then, and for a live process's, every sandboxed process's namespace covers the other
-fallback homes beside its own too (``siblings``: they were readable, session 28). Every
+the next process that falls back removes those whose lock it can take (their maker is gone;
+``tools/held_dirs.py``: only those whose name carries the mark of a held one, since session
+29: an older version's holds no lock and may be live, and was swept); until then, and for a
+live process's, every sandboxed process's namespace covers the other fallback homes beside
+its own too (``siblings``: they were readable, session 28). The directories in a home are
+held the same way (session 29): a runtime's scratch directory, an MCP server's, a git
+call's, each locked by the process that made it until it removes it (``remove_dir``), and
+those a killed process left are removed by the next process's first ``make_dir`` there. Every
 runtime of the process keeps its scratch there, so one home is still covered in each
 sandboxed process's namespace (``covered_home`` knows it); what the fallback loses is
 another *process's* scratch made after a command started (a
@@ -34,7 +39,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import os
 import shutil
 import stat
@@ -43,6 +47,7 @@ import threading
 from pathlib import Path
 
 from subagents.logs import get_logger
+from subagents.tools import held_dirs
 from subagents.tools.errors import ToolError
 
 log = get_logger("subagents.scratch")
@@ -128,7 +133,7 @@ def _fall_back(base: Path, why: str) -> Path:
         raise ScratchHomeError(_unsafe(squatted, why)) from None
     _FALLBACKS[base] = made
     atexit.register(_remove, made, os.getpid())
-    _sweep(base, made)
+    _sweep(base)
     log.warning(
         "the scratch directory of this user cannot be used: this process keeps its commands'"
         " and MCP servers' temporary files in a private one of its own instead (another"
@@ -148,19 +153,11 @@ so a fallback whose lock can be taken is one whose maker is gone (``_sweep``).""
 
 
 def _make_held(base: Path) -> Path:
-    """A new fallback home in ``base``, locked before it is used: made by ``mkdtemp``, then
-    locked (waiting while a sweeper holds it), then checked to be still the directory made
-    (a sweeper that took its lock between the two removed it: made anew)."""
-    for _ in range(8):
-        made = Path(tempfile.mkdtemp(prefix=f"{home_name()}-", dir=base))
-        fd = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        with contextlib.suppress(OSError):
-            if os.stat(made, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
-                _HELD.append(fd)
-                return made
-        os.close(fd)
-    raise OSError(f"every fallback made in {base} was removed at once")
+    """A new fallback home in ``base``, locked for this process's life (``held_dirs.make``:
+    checked to be still the directory made once locked)."""
+    made, fd = held_dirs.make(base, f"{home_name()}-")
+    _HELD.append(fd)
+    return made
 
 
 def siblings(home: Path) -> list[Path]:
@@ -182,31 +179,12 @@ def siblings(home: Path) -> list[Path]:
     return found
 
 
-def _sweep(base: Path, made: Path) -> None:
-    """Remove the fallback homes in ``base`` whose maker is gone (their lock can be taken:
-    ``_HELD``), all in them; a live process's stays (its lock refuses)."""
-    for sibling in siblings(made):
-        try:
-            fd = os.open(sibling, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue  # (held: its maker lives)
-        try:
-            seen, held = os.stat(sibling, follow_symlinks=False), os.fstat(fd)
-            if held.st_uid == os.getuid() and (seen.st_dev, seen.st_ino) == (
-                held.st_dev,
-                held.st_ino,
-            ):  # (the directory locked, still at its name: not one put there since)
-                shutil.rmtree(sibling, ignore_errors=True)
-                log.info("removed a scratch home its process left", home=str(sibling))
-        except OSError:
-            pass  # (gone meanwhile)
-        finally:
-            os.close(fd)
+def _sweep(base: Path) -> None:
+    """Remove the fallback homes in ``base`` whose maker is gone (``held_dirs.sweep``: their
+    lock can be taken), all in them; a live process's stays (its lock refuses), and so does
+    an unmarked one (an older version's, which holds no lock: it may be live)."""
+    for home in held_dirs.sweep(base, [f"{home_name()}-"]):
+        log.info("removed a scratch home its process left", home=str(home))
 
 
 def _remove(home: Path, maker: int) -> None:
@@ -217,8 +195,36 @@ def _remove(home: Path, maker: int) -> None:
 
 
 def make_dir(prefix: str, root: Path | None = None) -> Path:
-    """A new private directory named ``prefix`` + random in the user's home."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_home(root)))
+    """A new private directory named ``prefix`` + random in the user's home, held (locked)
+    by this process until ``remove_dir``; the first made in a home removes those there whose
+    maker is gone (``held_dirs``: a host killed by SIGKILL left its own)."""
+    home = scratch_home(root)
+    with _CHOOSING:
+        swept = home in _SWEPT
+        _SWEPT.add(home)
+    if not swept:
+        for left in held_dirs.sweep(home, (SCRATCH, MCP_DIR, GIT_DIR)):
+            log.info("removed a scratch directory its process left", directory=str(left))
+    made, fd = held_dirs.make(home, prefix)
+    with _CHOOSING:
+        _OWNED[made] = fd
+    return made
+
+
+def remove_dir(made: Path) -> None:
+    """Remove a directory ``make_dir`` gave, and all in it; its lock goes with it."""
+    with _CHOOSING:
+        fd = _OWNED.pop(made, None)
+    if fd is None:
+        shutil.rmtree(made, ignore_errors=True)
+    else:
+        held_dirs.release(made, fd)
+
+
+_SWEPT: set[Path] = set()
+"""The homes this process has swept already (once each: the next process sweeps again)."""
+_OWNED: dict[Path, int] = {}
+"""This process's scratch directories -> the descriptor holding each one's lock."""
 
 
 def covered_home(temp_dir: Path) -> Path | None:
