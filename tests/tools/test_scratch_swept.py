@@ -89,8 +89,9 @@ def test_a_killed_makers_directories_are_swept_by_the_next_maker(
 
 def test_what_is_no_held_directory_of_a_gone_maker_is_left(root: Path) -> None:
     """An unmarked directory (an older version's, which holds no lock: it may be live), a
-    symlink with the mark (never followed: what it names keeps its files), a marked file,
-    and a prefix that is none of ours stay; a marked one whose lock is free goes."""
+    symlink with the mark (never followed: what it names keeps its files), a marked file or
+    FIFO (not waited on), and a prefix that is none of ours stay; a marked one whose lock
+    is free goes, a symlink inside it removed, not followed."""
     home = root / home_name()
     home.mkdir(mode=0o700)
     older = home / f"{MCP_DIR}abcd1234"
@@ -102,6 +103,7 @@ def test_what_is_no_held_directory_of_a_gone_maker_is_left(root: Path) -> None:
     (home / f"{SCRATCH}link1234{held_dirs.MARK}").symlink_to(target)
     (home / f"{GIT_DIR}file1234{held_dirs.MARK}").write_text("x")
     (home / f"other-abcd1234{held_dirs.MARK}").mkdir()
+    os.mkfifo(home / f"{MCP_DIR}fifo1234{held_dirs.MARK}")  # (opened, it would block)
     gone = home / f"{GIT_DIR}gone1234{held_dirs.MARK}"
     (gone / "deep").mkdir(parents=True)
     (gone / "deep" / "file").write_text("x")
@@ -115,6 +117,7 @@ def test_what_is_no_held_directory_of_a_gone_maker_is_left(root: Path) -> None:
             f"{SCRATCH}link1234{held_dirs.MARK}",
             f"{GIT_DIR}file1234{held_dirs.MARK}",
             f"other-abcd1234{held_dirs.MARK}",
+            f"{MCP_DIR}fifo1234{held_dirs.MARK}",
         ]
     )
 
