@@ -115,6 +115,7 @@ class NodeHost:
 
         runs = NodeRuns(kit.behaviour_for(remembered), kit.mail)
         made.append(runs)
+        kit.keep_lease(runs.lease_left)  # the driver's lease line, for the node's commands
         if kit.tracer is not None:  # finished calls' spans go to the driver with the reports
             kit.tracer.sink = lambda call: runs.outbox.put(Told(call))
         self._in_order = InOrder()
