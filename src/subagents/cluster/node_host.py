@@ -115,7 +115,6 @@ class NodeHost:
 
         runs = NodeRuns(kit.behaviour_for(remembered), kit.mail)
         made.append(runs)
-        kit.keep_lease(runs.lease_left)  # the driver's lease line, for the node's commands
         if kit.tracer is not None:  # finished calls' spans go to the driver with the reports
             kit.tracer.sink = lambda call: runs.outbox.put(Told(call))
         self._in_order = InOrder()
@@ -131,6 +130,9 @@ class NodeHost:
             tls=tls,
         )
         self._kit = kit
+        # the driver's lease line, for the node's commands: once the link is made (a set-up
+        # that failed before left its asking thread running for good: review, session 29)
+        kit.keep_lease(runs.lease_left)
         return {
             "node": self.node,
             "pid": os.getpid(),
