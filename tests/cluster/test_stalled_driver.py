@@ -306,11 +306,16 @@ def test_a_stalled_drivers_command_on_a_node_dies_at_its_lease_line_while_it_is_
     )
     call = use("Bash", command=command, timeout=600_000)  # (not ended by its own timeout)
     driver = driver_of([{"tool_calls": [call]}, {"text": "old done"}])
+    assert driver.entered.wait(WAIT_S), "the run's first model call never came"
+    host, host_pid = _host_of_a_run(ray_cluster.worker_node_id)
+    # a command started before the node's first line gets none (``node_lease``): the run's
+    # call is let go once the node holds the line (without this wait it lost that race 2
+    # of 2 here: review, session 29)
+    wait_until(lambda: _described(host)["lease"], "the node holding the driver's line", WAIT_S)
     driver.release.set()
     wait_until((work / "pid").exists, "the command running on the node", WAIT_S)
     pid = pid_in(work / "pid")
     assert _alive(pid)
-    host, host_pid = _host_of_a_run(ray_cluster.worker_node_id)
     driver.stall()
     wait_until(lambda: not _alive(pid), "the node's command killed at the driver's line", WAIT_S)
     assert _stopped(driver.proc.pid)  # (nobody woke it: the node's line did it)

@@ -65,6 +65,8 @@ class NodeLease:
         self._on_line: Callable[[LeaseLine], None] | None = on_line
         self._stop = threading.Event()
         self._nones = 0
+        self.given = False
+        """Whether the node's processes have the line (its first publication came)."""
         self.thread = threading.Thread(target=self._loop, name="subagents-node-lease")
         self.thread.daemon = True
 
@@ -96,6 +98,7 @@ class NodeLease:
         told, self._on_line = self._on_line, None
         if told is not None:
             told(self.line)
+            self.given = True
         return min(MOST_S, max(LEAST_S, left / 2))
 
     def close(self) -> None:
