@@ -16,6 +16,7 @@ import pytest
 from shown import ShownModel
 from subagents.behaviour.tools import Tool, ToolResult
 from subagents.messages import RunStatus
+from subagents.messages.conversation import Attachment
 from subagents.runtime import Runtime
 from subagents.tools.context import ToolContext
 from subagents.tools.user_results import USER_RESULT_LIMIT, capped, cut
@@ -70,6 +71,37 @@ def test_a_user_tools_huge_answer_reaches_the_model_cut_with_a_note() -> None:
         assert note.startswith(f"{HUGE:,} characters, the first {USER_RESULT_LIMIT:,} shown")
     assert big_error.is_error and not big.is_error
     assert small.content == "x" * 10
+
+
+def shots() -> ToolResult:
+    """Answer four attachments: a small image, an image over its limit, two PDFs over the
+    limit together."""
+    return ToolResult(
+        content="four",
+        attachments=(
+            Attachment(kind="image", media_type="image/png", data="A" * 400),
+            Attachment(kind="image", media_type="image/png", data="B" * 6_000_000),
+            Attachment(kind="document", media_type="application/pdf", data="C" * 16_000_000),
+            Attachment(kind="document", media_type="application/pdf", data="D" * 16_000_000),
+        ),
+    )
+
+
+def test_a_user_tools_attachments_are_held_to_reads_limits_with_a_note() -> None:
+    model = ShownModel({"lead": [{"tool_calls": [{"name": "shots", "input": {}}]}, "done"]})
+    with Runtime([spec("lead")], model=model, tools=[shots]) as rt:
+        outcome = rt.run("lead", "job", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        (result,) = tool_results(requests_of(model, "lead")[1].messages[-1])
+    assert [a.data[0] for a in result.attachments] == ["A", "C"]
+    text, image_note, pdf_note = result.content.split("\n\n")
+    assert text == "four"
+    assert image_note == (
+        "[attachment 2 (image/png, about 4,500,000 bytes) left out: over the 3,750,000 bytes"
+        " one image may be]"
+    )
+    assert pdf_note.startswith("[attachment 4 (application/pdf, about 12,000,000 bytes) left")
+    assert "20,000,000 bytes of a tool's attachments together" in pdf_note
 
 
 def test_cut_keeps_a_text_at_the_limit_and_cuts_one_over_it() -> None:
