@@ -36,7 +36,7 @@ from subagents.tools.held import SESSION_END_S, NamedStatus, hung_up, named_stat
 from subagents.tools.processes import held_argv
 from subagents.tools.reaper import LEASE_VARIABLE
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
-from subagents.tools.scratch import MCP_DIR, make_dir, remove_dir
+from subagents.tools.scratch import MCP_DIR, make_dir
 
 if TYPE_CHECKING:
     import anyio
@@ -162,7 +162,7 @@ class ServerConnection:
                 self._stderr.close()
                 self._stderr = None
             if self._temp is not None:
-                remove_dir(Path(self._temp))  # (and its lock: ``tools/held_dirs.py``)
+                shutil.rmtree(self._temp, ignore_errors=True)
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.server.config
