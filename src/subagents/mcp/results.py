@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from subagents.tools.user_results import cut
+
 OUTPUT_LIMIT = 100_000
 """About 25,000 tokens: Claude Code's default cap on one MCP tool's output."""
 
@@ -45,10 +47,6 @@ def render_content(blocks: list[Any], structured: Any = None) -> str:
 
 
 def cap(text: str, limit: int = OUTPUT_LIMIT) -> str:
-    if len(text) <= limit:
-        return text
-    return (
-        text[:limit]
-        + f"\n\n[output cut: {len(text):,} characters, the first {limit:,} shown; ask the tool"
-        " for less, e.g. with a narrower query or a page]"
-    )
+    """``text`` cut at ``limit`` characters with the note a user tool's answer gets
+    (``tools/user_results.py``: one wording for both)."""
+    return cut(text, limit)
