@@ -129,19 +129,9 @@ def room(slots: SlotPool, key: SlotKey) -> int:
 
 
 def take_many(slots: SlotPool, run_ids: list[str], key: SlotKey) -> None:
-    """A slot for each of ``run_ids`` (no more than ``room``): the counts taken at once, as
-    that many ``SlotPool.try_take``s would leave them (its ``_take``, for a batch)."""
-    if not run_ids:
-        return
-    holders = slots._holders  # (the pool's own part, for a batch: slots.py is at its bound)
-    for run_id in run_ids:
-        holders[run_id] = key
-    taken = len(run_ids)
-    slots.in_flight += taken
-    slots.by_agent[key.agent] += taken
-    if key.tier is not None:
-        slots.by_tier[key.tier] += taken
-    slots.peak = max(slots.peak, slots.in_flight)
+    """A slot for each of ``run_ids`` (no more than ``room``), taken at once."""
+    if run_ids:
+        slots.take_each(run_ids, key)
 
 
 class _Batch(msgspec.Struct):

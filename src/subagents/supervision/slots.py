@@ -29,33 +29,12 @@ pool counts queued runs per key and checks each key once (900 queued of one key:
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
-import msgspec
-
-Scope = tuple[str, Any]
-"""("global", None), ("agent", name), ("tier", tier) or ("parent", run id)."""
-
-GLOBAL: Scope = ("global", None)
-
-
-class SlotKey(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """What a run counts against: its agent, its tier (None = no tier), its parent (None: a
-    root) with that parent's children limit. A frozen Struct: it is hashed at every queue
-    operation, in C (a frozen dataclass's hash is computed field by field in Python); and
-    held by every live run, so kept out of the cyclic GC (``gc=False``: its fields are
-    strings, integers and None, which cannot lead back to it, so it is never in a cycle)."""
-
-    agent: str
-    tier: int | None
-    agent_limit: int
-    parent: str | None = None
-    children_limit: int = 0
-
-
-class QueueFull(Exception):
-    """The admission queue is at its bound."""
+from subagents.supervision.slot_keys import GLOBAL as GLOBAL
+from subagents.supervision.slot_keys import QueueFull as QueueFull
+from subagents.supervision.slot_keys import Scope as Scope
+from subagents.supervision.slot_keys import SlotKey as SlotKey
 
 
 class SlotPool:
@@ -155,14 +134,24 @@ class SlotPool:
         """Take a slot regardless of the limits (tests and tools that rebuild a pool)."""
         self._take(run_id, key)
 
+    def take_each(self, run_ids: Sequence[str], key: SlotKey) -> None:
+        """A slot for each of ``run_ids``, counted at once: what as many ``try_take``s leave
+        when that many fit (a batch's roots, ``root_batch.room`` read first)."""
+        for run_id in run_ids:
+            self._holders[run_id] = key
+        self._count(key, len(run_ids))
+
     def _take(self, run_id: str, key: SlotKey) -> None:
         self._holders[run_id] = key
-        self.in_flight += 1
-        self.by_agent[key.agent] += 1
+        self._count(key, 1)
+
+    def _count(self, key: SlotKey, taken: int) -> None:
+        self.in_flight += taken
+        self.by_agent[key.agent] += taken
         if key.tier is not None:
-            self.by_tier[key.tier] += 1
+            self.by_tier[key.tier] += taken
         if key.parent is not None:
-            self.by_parent[key.parent] += 1
+            self.by_parent[key.parent] += taken
         self.peak = max(self.peak, self.in_flight)
 
     def release(self, run_id: str) -> bool:
