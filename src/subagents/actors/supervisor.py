@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from subagents.actors import supervisor_turn
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.alone import STRAIGHT, last_step_decision, last_steps, receive, straight
 from subagents.actors.ask_claims import AskClaims
@@ -43,7 +42,6 @@ from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.end_race import EndRace
 from subagents.actors.group_linger import COMMIT_DUE, NOTHING, GroupLinger, Records, late_reports
-from subagents.actors.group_linger import ReportsDue as _ReportsDue
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage, poll_later
 from subagents.actors.pooled import Dispatcher
@@ -162,33 +160,9 @@ def _failed_alone(decision: Decision) -> Decision:
     return decision
 
 
-def _turn_receive(actor: Any, message: Any) -> Any:
-    inbox = actor.actor_inbox
-    me = threading.get_ident()
-    if inbox.owner == me:  # (a message taken from the inbox inside a handling: spawn_group)
-        out = receive(actor, message)
-    else:
-        with inbox.lock:
-            inbox.owner = me
-            try:
-                out = receive(actor, message)
-            finally:
-                inbox.owner = 0
-    inbox.pending.popleft()
-    return out
-
-
-supervisor_turn.INLINE = (SpawnRequest, _ReportsDue)
-
-
 class SupervisorActor(FastInboxActor):
     use_daemon_thread = True
-    _handle_receive = _turn_receive  # (PROTOTYPE: the turn; actors/supervisor_turn)
-    _turn_receive = receive  # (actors/alone: a message alone decided straight)
-
-    @staticmethod
-    def _create_actor_inbox() -> Any:
-        return supervisor_turn.TurnInbox()
+    _handle_receive = receive  # (actors/alone: a message alone decided straight)
 
     def __init__(
         self,
@@ -210,7 +184,6 @@ class SupervisorActor(FastInboxActor):
         runtime's own, or one that hosts the runs elsewhere (``actors.remote``). ``claims``:
         those of the asks its callers may give up on (``SupervisorClient.ask_claimed``)."""
         super().__init__()
-        self.actor_inbox.actor = self  # type: ignore[attr-defined]
         self.claims = AskClaims() if claims is None else claims
         self.core = core
         self.store = store
