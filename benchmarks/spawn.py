@@ -31,6 +31,10 @@ Baselines, same run, blocks interleaved:
   then off the caller's path): ``p50_less_than_least_run_us`` is the worth of that shape,
   read beside ``least_run`` in the same blocks (a hand-off shows in the p50, not in the
   instructions).
+- ``least_run_two`` (what two hand-offs would buy): ``least_run``'s decisions, writes and
+  actor with no supervisor thread: the supervisor's turn (a lock) taken by the caller's
+  thread for the spawn and by the agent's for the end, which wakes the caller itself; only
+  the agent's start and the caller's wake are hand-offs (session 30, e-spawn22).
 
 ``work_by_role`` (where the gap is): each contender's CPU per run on the threads of each role
 (caller, supervisor, agents, other), from each thread's own CPU clock over the timed blocks,
@@ -248,7 +252,64 @@ class _LeastRuntime:
         self.parked.close()
 
 
-def least_block(least: _LeastRuntime, n: int, sample: _Sample, first: int) -> None:
+class _InlineAgent(_LeastAgent):
+    """``least_run_two``'s agent: on its thread it takes the supervisor's turn itself and
+    decides and writes its end, then wakes its caller (no hand-off to a supervisor)."""
+
+    inline: _LeastInline
+
+    def on_start(self) -> None:
+        self.inline.finish(self._run_id, self._task)
+        self.actor_stopped.set()  # (as ``_LeastAgent``)
+        self.on_stop()
+
+
+class _LeastInline:
+    """``least_run_two``, the floor of a design with two hand-offs per run: the supervisor's
+    turn taken by whichever thread brings it work while it is idle (a lock held for one
+    decision: the caller's thread decides and writes its spawn and starts the agent; the
+    agent's thread decides and writes its end and wakes the caller). The same decisions,
+    writes and agent actor as ``least_run``; only the caller -> supervisor and supervisor ->
+    caller hand-offs are gone (the agent's start and the caller's wake stay). The runtime
+    cannot do this as it is (its supervisor is an actor: one thread owns its state; every
+    subscriber, effect and check assumes that thread); this measures what the shape would
+    buy, the least it could cost."""
+
+    def __init__(self) -> None:
+        self.parked = _Parked("least-agent")
+        spec = AgentSpec(name="trivial", description="Returns its task.")
+        self.core = SupervisorCore(lookup=lambda name: spec if name == "trivial" else None,
+                                   names=list)  # fmt: skip
+        self.store = MemoryStore()
+        self.turn = threading.Lock()
+        """The supervisor's turn: its state is touched by one thread at a time."""
+        self._waiters: dict[str, queue.SimpleQueue[str]] = {}
+        self._agent = type("_Agent", (_InlineAgent,), {"inline": self})
+        self._nobody: queue.SimpleQueue[Any] = queue.SimpleQueue()  # (no supervisor to tell)
+
+    def run(self, i: int, reply: queue.SimpleQueue[str]) -> str:
+        run_id = f"r-least-{i}"
+        request = SpawnRequest(request_id=run_id, agent="trivial", task=str(i), run_id=run_id)
+        with self.turn:
+            self._waiters[run_id] = reply
+            admitted = self.core.spawn(request)
+            write_all(self.store, admitted.writes)
+            agent = self._agent(self._nobody, run_id, request.task, self.parked)
+            agent._start_actor_loop()
+        return reply.get()
+
+    def finish(self, run_id: str, result: str) -> None:
+        with self.turn:
+            finished = self.core.finished(RunFinished(run_id=run_id, result=result))
+            write_all(self.store, finished.writes)
+            reply = self._waiters.pop(run_id)
+        reply.put(result)
+
+    def close(self) -> None:
+        self.parked.close()
+
+
+def least_block(least: _LeastRuntime | _LeastInline, n: int, sample: _Sample, first: int) -> None:
     reply: queue.SimpleQueue[str] = queue.SimpleQueue()
     start, cpu = time.perf_counter(), time.process_time()
     for i in range(first, first + n):
@@ -459,13 +520,23 @@ def main() -> None:
     raws = {"raw_pooled": _PooledTrivial, "raw_thread_per_actor": _Trivial}
     samples = {
         name: _Sample()
-        for name in (*raws, "four_handoffs", "least_run", "least_run_three", "memory", "sqlite")
+        for name in (
+            *raws,
+            "four_handoffs",
+            "least_run",
+            "least_run_three",
+            "least_run_two",
+            "memory",
+            "sqlite",
+        )
     }
     relay = _Relay()
     least = _LeastRuntime()
     least_three = _LeastRuntime(three=True)
+    least_two = _LeastInline()
     least_block(least, min(n, 200), _Sample(), first=-1_000_000)  # warm-up
     least_block(least_three, min(n, 200), _Sample(), first=-1_000_000)
+    least_block(least_two, min(n, 200), _Sample(), first=-1_000_000)
     for actor in raws.values():
         raw_block(actor, min(n, 100), _Sample())  # warm-up
     with tempfile.TemporaryDirectory(prefix="subagents-bench-") as tmp:
@@ -492,6 +563,10 @@ def main() -> None:
                 settle()
                 least_block(least_three, per_block, samples["least_run_three"], block * per_block)
                 settle()
+                before = thread_cpu()
+                least_block(least_two, per_block, samples["least_run_two"], block * per_block)
+                add_cpu(samples["least_run_two"].cpu_by_role, before)
+                settle()
                 for kind, rt in runtimes.items():
                     before = thread_cpu()
                     runtime_block(rt, per_block, samples[kind])
@@ -506,9 +581,13 @@ def main() -> None:
             relay.close()
             least.close()
             least_three.close()
+            least_two.close()
     figures: dict[str, Any] = {name: samples[name].summary() for name in raws}
     figures["decisions_alone"] = decisions_block(n)
-    work = {name: samples[name].by_role() for name in ("raw_pooled", "least_run", "memory")}
+    work = {
+        name: samples[name].by_role()
+        for name in ("raw_pooled", "least_run", "least_run_two", "memory")
+    }
     baseline = figures["raw_pooled"]
     # the design's floor: four hand-offs and nothing else, against the same anchor
     floor = samples["four_handoffs"].summary()
@@ -523,6 +602,12 @@ def main() -> None:
     three["ratio_p50"] = ratio(three["p50_ms"], baseline["p50_ms"])
     three["p50_less_than_least_run_us"] = rounded((least_run["p50_ms"] - three["p50_ms"]) * 1000, 1)
     figures["least_run_three"] = three
+    # what two hand-offs would buy (the supervisor's turn taken inline by the caller's and
+    # the agent's threads): the least that shape costs, same anchor, same blocks
+    two: dict[str, Any] = samples["least_run_two"].summary()
+    two["ratio_p50"] = ratio(two["p50_ms"], baseline["p50_ms"])
+    two["p50_less_than_least_run_us"] = rounded((least_run["p50_ms"] - two["p50_ms"]) * 1000, 1)
+    figures["least_run_two"] = two
     reference = figures["raw_thread_per_actor"]
     for kind in ("memory", "sqlite"):
         figure: dict[str, Any] = samples[kind].summary()

@@ -12,6 +12,8 @@ from typing import Any
 
 import pykka
 
+from subagents.messages import RunStatus
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 WAIT = 60.0
 
@@ -99,3 +101,39 @@ def test_the_least_run_of_three_hand_offs_wakes_its_caller_from_the_agents_threa
             assert first is not None and first.status.terminal, first
         finally:
             least.close()
+
+
+def test_the_least_run_of_two_hand_offs_has_no_supervisor_thread() -> None:
+    """``least_run_two`` measures what two hand-offs per run would buy (the supervisor's turn
+    taken inline by the caller's thread for the spawn and by the agent's for the end): no
+    thread of its own may serve it (else it measures ``least_run`` again), its caller must
+    be woken by the agent's thread, and each end must be decided and written before
+    ``run`` returns, with the same decisions as ``least_run``'s."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import spawn
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import threading
+
+    class Reply(queue.SimpleQueue[str]):
+        putters: list[str] = []
+
+        def put(self, item: str, block: bool = True, timeout: float | None = None) -> None:
+            self.putters.append(threading.current_thread().name)
+            super().put(item, block, timeout)
+
+    before = {t.name for t in threading.enumerate()}
+    least = spawn._LeastInline()
+    try:
+        reply = Reply()
+        for i in (1, 2):
+            assert least.run(i, reply) == str(i)
+            ended = least.store.get_run(f"r-least-{i}")  # decided and written before it returned
+            assert ended is not None and ended.status is RunStatus.COMPLETED, ended
+        assert [name.rsplit("-", 1)[0] for name in Reply.putters] == ["least-agent"] * 2
+        started = {t.name for t in threading.enumerate()} - before
+        assert all(name.startswith("least-agent") for name in started), started
+        assert not least.turn.locked()
+    finally:
+        least.close()

@@ -263,6 +263,19 @@ def test_spawn_ratios_are_ours_over_raw_against_a_thread_reusing_baseline(
     least = figures["least_run"]
     assert 0 < least["p50_ms"] <= least["p99_ms"]
     assert least["ratio_p50"] == pytest.approx(least["p50_ms"] / raw["p50_ms"], rel=0.01)
+    # the floors of the shapes with fewer hand-offs, read beside it in the same blocks
+    for shape in ("least_run_three", "least_run_two"):
+        floor = figures[shape]
+        assert 0 < floor["p50_ms"] <= floor["p99_ms"]
+        assert floor["ratio_p50"] == pytest.approx(floor["p50_ms"] / raw["p50_ms"], rel=0.01)
+        less = (least["p50_ms"] - floor["p50_ms"]) * 1000
+        assert floor["p50_less_than_least_run_us"] == pytest.approx(less, abs=0.1)
+    assert set(_decoded(results, "spawn")["work_by_role"]["cpu_us_per_run"]) == {
+        "raw_pooled",
+        "least_run",
+        "least_run_two",
+        "memory",
+    }
 
 
 def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
