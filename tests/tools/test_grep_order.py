@@ -9,7 +9,7 @@ from pathlib import Path
 
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
-from subagents.tools.grep_order import newest_first
+from subagents.tools.grep_order import Listing, newest_first
 
 TOOLS = builtin_tools()
 
@@ -100,3 +100,24 @@ def test_the_tool_finds_a_name_not_in_utf8_by_its_time(context: ToolContext, rep
         f"{tree}/bad\ufffd.txt",
         str(plain),
     ]
+
+
+def test_a_path_cut_between_two_reads_is_stat_ed_whole(tmp_path: Path) -> None:
+    new, old = touch(tmp_path / "new", 900), touch(tmp_path / "old", 100)
+    found = Listing()
+    whole = listing(old, new)
+    for start in range(0, len(whole), 3):  # ripgrep's writes, read mid-path
+        found.feed(whole[start : start + 3])
+    assert found.newest_first() == [str(new), str(old)]
+
+
+def test_the_tool_stats_every_file_of_a_long_list(context: ToolContext, repo: Path) -> None:
+    tree = repo / "tree"
+    tree.mkdir()
+    for i in range(1500):  # more than one read of ripgrep's output, over the answer's cap
+        touch(tree / f"file_{i:04}.txt", 1000 + i)
+    answer = grep(context, pattern="needle", path=str(tree))
+    assert answer[:3] == ["Found 1500 files", str(tree / "file_1499.txt"),
+                          str(tree / "file_1498.txt")]  # fmt: skip
+    oldest = grep(context, pattern="needle", path=str(tree), offset=1499)
+    assert oldest == ["Found 1 file", str(tree / "file_0000.txt")]

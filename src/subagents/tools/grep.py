@@ -36,12 +36,14 @@ import msgspec
 
 from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
 from subagents.tools.context import ToolContext
-from subagents.tools.grep_order import newest_first
+from subagents.tools.grep_order import Listing
 from subagents.tools.processes import POLL_S
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 MAX_COLUMNS = 500
 SEARCH_TIMEOUT_S = 120.0
+LISTING_TICK_S = 0.005
+"""How often a file list is read while rg runs: its paths are stat'ed beside its search."""
 
 OutputMode = Literal["content", "files_with_matches", "count"]
 
@@ -169,11 +171,12 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
         raise ToolError(f"path does not exist: {args.path}")
     sealed = ctx.workspace.sealed
     skipped = sealed.files if sealed is not None else ()
-    code, raw, err = _run_rg(rg_arguments(args, target, skipped), ctx)
+    listing = Listing() if args.output_mode == "files_with_matches" else None
+    code, raw, err = _run_rg(rg_arguments(args, target, skipped), ctx, listing)
     if code not in (0, 1):
         raise ToolError(f"Grep failed: {err.strip() or f'rg exited with {code}'}")
-    if args.output_mode == "files_with_matches":
-        lines = newest_first(raw) if code == 0 else []
+    if listing is not None:
+        lines = listing.newest_first() if code == 0 else []
         if not lines:
             return "No files found"
         lines = _window(lines, args)
@@ -203,14 +206,17 @@ def _window(lines: list[str], args: GrepInput) -> list[str]:
     return lines[: args.head_limit] if args.head_limit else lines
 
 
-def _run_rg(cmd: list[str], ctx: ToolContext) -> tuple[int, bytes, str]:
-    """Run rg in its own process group; killed when the run is stopped or out of time.
+def _run_rg(
+    cmd: list[str], ctx: ToolContext, listing: Listing | None = None
+) -> tuple[int, bytes, str]:
+    """Run rg in its own process group; killed when the run is stopped or out of time. Its
+    exit code, its output (all fed to ``listing`` instead when one is given) and its stderr.
 
-    Its output goes to an in-memory file, read once when it has exited: through a pipe, this
-    process woke for every few files rg printed (hundreds of reads when a pattern is in every
-    file), and rg waited on a full pipe whenever it was slow to read them. Its stderr stays a
-    pipe: its end of file is how its exit is seen, and it is read as it comes (rg never waits
-    on it)."""
+    Its output goes to an in-memory file: through a pipe, this process woke for every few
+    files rg printed (hundreds of reads when a pattern is in every file), and rg waited on a
+    full pipe whenever it was slow to read them. A ``listing`` is fed what rg has written every
+    ``LISTING_TICK_S`` while it runs, and the rest at its exit; otherwise the file is read once,
+    at its exit. Its stderr stays a pipe: its end of file is how the exit is seen at once."""
     with _output_file() as out:
         proc = subprocess.Popen(
             cmd,
@@ -221,10 +227,12 @@ def _run_rg(cmd: list[str], ctx: ToolContext) -> tuple[int, bytes, str]:
             start_new_session=True,
         )
         until = min(time.monotonic() + SEARCH_TIMEOUT_S, ctx.deadline)
+        tick = POLL_S if listing is None else LISTING_TICK_S
+        fed = 0
         try:
             while True:
                 try:
-                    _, err = proc.communicate(timeout=POLL_S)
+                    _, err = proc.communicate(timeout=tick)
                     break
                 except subprocess.TimeoutExpired:
                     if ctx.cancel.is_set():
@@ -234,12 +242,25 @@ def _run_rg(cmd: list[str], ctx: ToolContext) -> tuple[int, bytes, str]:
                             f"Grep timed out after {SEARCH_TIMEOUT_S:g} s (or the run's"
                             " deadline); narrow the path or the pattern"
                         ) from None
+                    if listing is not None:
+                        fed = _feed(out, fed, listing)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+        if listing is not None:
+            _feed(out, fed, listing)
+            return proc.returncode, b"", err.decode("utf-8", "replace")
         out.seek(0)
         return proc.returncode, out.read(), err.decode("utf-8", "replace")
+
+
+def _feed(out: BinaryIO, offset: int, listing: Listing) -> int:
+    """What rg wrote to ``out`` after ``offset``, fed to ``listing``; the new offset."""
+    while chunk := os.pread(out.fileno(), 1 << 20, offset):
+        offset += len(chunk)
+        listing.feed(chunk)
+    return offset
 
 
 def _output_file() -> BinaryIO:

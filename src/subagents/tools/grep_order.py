@@ -1,7 +1,8 @@
 """Grep's file list newest first (Claude Code's order): every file ripgrep found is ``stat``ed.
 
 When a pattern is everywhere, the list is every file of the tree, so this is Grep's own cost
-beyond ripgrep's: kept to one ``stat`` and one float per file, and no object per file.
+beyond ripgrep's: kept to one ``stat`` and one float per file, no object per file, and done
+while ripgrep still searches (``Listing``, fed as its output grows), not after it.
 
 - Each path is ``stat``ed as the bytes ripgrep printed, not as the text shown: no encoding per
   call, and a name that is not UTF-8 (shown with U+FFFD) is found under its real name, so it
@@ -21,15 +22,38 @@ import os
 
 
 def newest_first(listing: bytes) -> list[str]:
-    """ripgrep's ``--files-with-matches --null`` output as text paths, newest first, equal
-    times in path order."""
-    raw_paths = listing.split(b"\0")[:-1]
-    # one decode for all; U+FFFD never makes a NUL, so the two splits pair up
-    shown = listing.decode("utf-8", "replace").split("\0")[:-1]
-    times = mtimes(raw_paths)
-    order = sorted(range(len(shown)), key=shown.__getitem__)
-    order.sort(key=times.__getitem__, reverse=True)
-    return [shown[i] for i in order]
+    """ripgrep's whole ``--files-with-matches --null`` output as text paths, newest first."""
+    found = Listing()
+    found.feed(listing)
+    return found.newest_first()
+
+
+class Listing:
+    """ripgrep's ``--null`` file list as it grows: each complete path is ``stat``ed as soon as
+    it is read, while ripgrep still searches, so that the stats run beside its search (on a
+    core it leaves idle) rather than after it."""
+
+    def __init__(self) -> None:
+        self._raw: list[bytes] = []
+        self._times: list[float] = []
+        self._rest = b""  # a path whose NUL has not come yet
+
+    def feed(self, data: bytes) -> None:
+        """More of ripgrep's output: its complete paths are stat'ed now."""
+        parts = (self._rest + data).split(b"\0")
+        self._rest = parts.pop()
+        self._raw += parts
+        self._times += mtimes(parts)
+
+    def newest_first(self) -> list[str]:
+        """The paths as text, newest first, equal times in path order."""
+        if not self._raw:
+            return []
+        # one decode for all; U+FFFD never makes a NUL, so the paths pair up with the bytes
+        shown = b"\0".join(self._raw).decode("utf-8", "replace").split("\0")
+        order = sorted(range(len(shown)), key=shown.__getitem__)
+        order.sort(key=self._times.__getitem__, reverse=True)
+        return [shown[i] for i in order]
 
 
 def mtimes(raw_paths: list[bytes]) -> list[float]:
