@@ -264,10 +264,18 @@ def _feed(out: BinaryIO, offset: int, listing: Listing) -> int:
 
 
 def _output_file() -> BinaryIO:
-    """An anonymous file for rg's output: in memory where the kernel has ``memfd_create``."""
+    """An anonymous file for rg's output: in memory where the kernel has ``memfd_create``
+    (Python may have it where the kernel refuses it: ENOSYS, a seccomp filter), else an
+    unlinked temporary file; an error naming why when neither can be made."""
     if hasattr(os, "memfd_create"):
-        return os.fdopen(os.memfd_create("rg-output", os.MFD_CLOEXEC), "w+b", buffering=0)
-    return tempfile.TemporaryFile(buffering=0)
+        try:
+            return os.fdopen(os.memfd_create("rg-output", os.MFD_CLOEXEC), "w+b", buffering=0)
+        except OSError:
+            pass
+    try:
+        return tempfile.TemporaryFile(buffering=0)
+    except OSError as exc:
+        raise ToolError(f"Grep could not make a file for rg's output: {exc}") from None
 
 
 TOOL = Tool(
