@@ -26,20 +26,24 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 import msgspec
 
 from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
 from subagents.tools.context import ToolContext
+from subagents.tools.grep_order import Listing
 from subagents.tools.processes import POLL_S
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 MAX_COLUMNS = 500
 SEARCH_TIMEOUT_S = 120.0
+LISTING_TICK_S = 0.005
+"""How often a file list is read while rg runs: its paths are stat'ed beside its search."""
 
 OutputMode = Literal["content", "files_with_matches", "count"]
 
@@ -125,7 +129,7 @@ def rg_arguments(args: GrepInput, target: Path, skipped: Iterable[str] = ()) -> 
     (the run store's) are never searched."""
     cmd = [rg_binary(), "--no-config", "--color=never", f"--max-columns={MAX_COLUMNS}"]
     if args.output_mode == "files_with_matches":
-        cmd.append("--files-with-matches")
+        cmd += ["--files-with-matches", "--null"]  # each path ends with NUL, not a newline
     elif args.output_mode == "count":
         cmd.append("--count-matches")
     else:
@@ -167,18 +171,19 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
         raise ToolError(f"path does not exist: {args.path}")
     sealed = ctx.workspace.sealed
     skipped = sealed.files if sealed is not None else ()
-    code, out, err = _run_rg(rg_arguments(args, target, skipped), ctx)
+    listing = Listing() if args.output_mode == "files_with_matches" else None
+    code, raw, err = _run_rg(rg_arguments(args, target, skipped), ctx, listing)
     if code not in (0, 1):
         raise ToolError(f"Grep failed: {err.strip() or f'rg exited with {code}'}")
-    lines = out.splitlines() if code == 0 else []
-    if args.output_mode == "files_with_matches":
+    if listing is not None:
+        lines = listing.newest_first() if code == 0 else []
         if not lines:
             return "No files found"
-        lines = _newest_first(lines)
         lines = _window(lines, args)
         return capped(
             f"Found {len(lines)} file{'s' if len(lines) != 1 else ''}\n" + "\n".join(lines)
         )
+    lines = raw.decode("utf-8", "replace").splitlines() if code == 0 else []
     if args.output_mode == "count":
         if not lines:
             return "No matches found"
@@ -201,45 +206,76 @@ def _window(lines: list[str], args: GrepInput) -> list[str]:
     return lines[: args.head_limit] if args.head_limit else lines
 
 
-def _newest_first(paths: list[str]) -> list[str]:
-    def mtime(path: str) -> float:
+def _run_rg(
+    cmd: list[str], ctx: ToolContext, listing: Listing | None = None
+) -> tuple[int, bytes, str]:
+    """Run rg in its own process group; killed when the run is stopped or out of time. Its
+    exit code, its output (all fed to ``listing`` instead when one is given) and its stderr.
+
+    Its output goes to an in-memory file: through a pipe, this process woke for every few
+    files rg printed (hundreds of reads when a pattern is in every file), and rg waited on a
+    full pipe whenever it was slow to read them. A ``listing`` is fed what rg has written every
+    ``LISTING_TICK_S`` while it runs, and the rest at its exit; otherwise the file is read once,
+    at its exit. Its stderr stays a pipe: its end of file is how the exit is seen at once."""
+    with _output_file() as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ctx.workspace.root,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        until = min(time.monotonic() + SEARCH_TIMEOUT_S, ctx.deadline)
+        tick = POLL_S if listing is None else LISTING_TICK_S
+        fed = 0
         try:
-            return os.stat(path).st_mtime
+            while True:
+                try:
+                    _, err = proc.communicate(timeout=tick)
+                    break
+                except subprocess.TimeoutExpired:
+                    if ctx.cancel.is_set():
+                        raise ToolError("Grep was stopped: the run was cancelled") from None
+                    if time.monotonic() >= until:
+                        raise ToolError(
+                            f"Grep timed out after {SEARCH_TIMEOUT_S:g} s (or the run's"
+                            " deadline); narrow the path or the pattern"
+                        ) from None
+                    if listing is not None:
+                        fed = _feed(out, fed, listing)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        if listing is not None:
+            _feed(out, fed, listing)
+            return proc.returncode, b"", err.decode("utf-8", "replace")
+        out.seek(0)
+        return proc.returncode, out.read(), err.decode("utf-8", "replace")
+
+
+def _feed(out: BinaryIO, offset: int, listing: Listing) -> int:
+    """What rg wrote to ``out`` after ``offset``, fed to ``listing``; the new offset."""
+    while chunk := os.pread(out.fileno(), 1 << 20, offset):
+        offset += len(chunk)
+        listing.feed(chunk)
+    return offset
+
+
+def _output_file() -> BinaryIO:
+    """An anonymous file for rg's output: in memory where the kernel has ``memfd_create``
+    (Python may have it where the kernel refuses it: ENOSYS, a seccomp filter), else an
+    unlinked temporary file; an error naming why when neither can be made."""
+    if hasattr(os, "memfd_create"):
+        try:
+            return os.fdopen(os.memfd_create("rg-output", os.MFD_CLOEXEC), "w+b", buffering=0)
         except OSError:
-            return 0.0
-
-    return sorted(paths, key=lambda p: (-mtime(p), p))
-
-
-def _run_rg(cmd: list[str], ctx: ToolContext) -> tuple[int, str, str]:
-    """Run rg in its own process group; killed when the run is stopped or out of time."""
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ctx.workspace.root,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    until = min(time.monotonic() + SEARCH_TIMEOUT_S, ctx.deadline)
+            pass
     try:
-        while True:
-            try:
-                out, err = proc.communicate(timeout=POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                if ctx.cancel.is_set():
-                    raise ToolError("Grep was stopped: the run was cancelled") from None
-                if time.monotonic() >= until:
-                    raise ToolError(
-                        f"Grep timed out after {SEARCH_TIMEOUT_S:g} s (or the run's deadline);"
-                        " narrow the path or the pattern"
-                    ) from None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        return tempfile.TemporaryFile(buffering=0)
+    except OSError as exc:
+        raise ToolError(f"Grep could not make a file for rg's output: {exc}") from None
 
 
 TOOL = Tool(
