@@ -44,7 +44,7 @@ from subagents.tools.held import (
 from subagents.tools.processes import held_argv
 from subagents.tools.reaper import LEASE_VARIABLE
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
-from subagents.tools.scratch import MCP_DIR, make_dir
+from subagents.tools.scratch import MCP_DIR, make_dir, remove_dir
 
 if TYPE_CHECKING:
     import anyio
@@ -173,7 +173,7 @@ class ServerConnection:
                 self._stderr.close()
                 self._stderr = None
             if self._temp is not None:
-                shutil.rmtree(self._temp, ignore_errors=True)
+                remove_dir(Path(self._temp))  # (and its lock: ``tools/held_dirs.py``)
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.server.config
