@@ -143,11 +143,17 @@ def heard_until_hung_up(read_end: int, timeout_s: float) -> tuple[bool, bytes]:
 
 
 def heard(read_end: int) -> bytes:
-    """What a reaper said on the status pipe ``read_end`` (non-blocking) that nobody has read
-    yet (an MCP server's, whose end nobody waits for: ``mcp/connection.py``)."""
+    """What a reaper said on the status pipe ``read_end`` that nobody has read yet (an MCP
+    server's, whose end nobody waits for: ``mcp/connection.py``); read only while it polls
+    readable, so it never blocks, and an error ends it (what was read is kept)."""
     said = b""
-    with contextlib.suppress(BlockingIOError):
-        while piece := os.read(read_end, 4096):
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN)
+    with contextlib.suppress(OSError):
+        while any(events & select.POLLIN for _, events in poller.poll(0)):
+            piece = os.read(read_end, 4096)
+            if not piece:
+                break
             said += piece
     return said
 
