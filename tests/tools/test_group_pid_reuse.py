@@ -16,12 +16,18 @@ reaped launcher's number to the next process for sure.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from subagents.tools.process import Process
 
 SCRIPT = r"""
 import os, signal, subprocess, sys, tempfile
@@ -80,3 +86,42 @@ def test_a_reaped_launchers_number_taken_by_another_group_is_not_killed() -> Non
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "victim alive", done.stdout + done.stderr
+
+
+def test_a_reaped_launchers_group_with_a_member_left_is_still_killed(tmp_path: Path) -> None:
+    """The other half of the promise: a launcher reaped while a process of its group lives
+    on (the group then holds the number: no other process can take it) is killed by its
+    group all the same (``_reap_left`` after its reaper was killed before saying all was
+    gone)."""
+    leader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess; p = subprocess.Popen(['sleep', '300']);"
+            " print(p.pid, flush=True); os._exit(0)",
+        ],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert leader.stdout is not None
+    member = int(leader.stdout.readline())
+    assert member > 1, member
+    leader.wait()  # reaped: its number is its group's, held by the member
+    leader.stdout.close()
+    process = Process("bash_1", "sleep 300", "run", leader, tmp_path / "out")
+    try:
+        assert os.getpgid(member) == leader.pid
+        process.signal_reaper(signal.SIGKILL)
+        assert _ends(member), "the group's member outlived its group's kill"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGKILL)
+
+
+def _ends(pid: int) -> bool:
+    """Whether ``pid`` (not our child: the leader's orphan) ends or is killed within 10 s."""
+    fd = os.pidfd_open(pid)
+    try:
+        return bool(select.select([fd], [], [], 10)[0])
+    finally:
+        os.close(fd)
