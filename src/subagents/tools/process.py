@@ -94,8 +94,10 @@ class Process:
         process has it: in a loaded machine pids wrap within minutes, and a command killed
         again at its run's end or the runtime's close (``ProcessGroups._reap_left``) sent
         SIGKILL to whichever group had its launcher's number then, a stdio MCP server's
-        starting in another runtime included (session 30: it "exited before answering
-        initialize", with no stderr)."""
+        starting in another runtime included (session 30: so killed, it "exited before
+        answering initialize", with no stderr; the likely cause of that failure, not
+        reproduced). A process taking the number between the check and the kill is still
+        reached (a window of two calls, not minutes)."""
         if self.detached is not None:
             self.detached.send(signo)
         elif self.popen.returncode is None or not _taken(self.pgid):
