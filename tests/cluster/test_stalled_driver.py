@@ -262,3 +262,63 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
         with contextlib.suppress(ProcessLookupError):
             os.kill(daemon, signal.SIGKILL)
         store.close()
+
+
+def _described(host: Any) -> dict[str, Any]:
+    import ray
+
+    said: dict[str, Any] = ray.get(host.describe.remote(), timeout=WAIT_S)
+    return said
+
+
+def _host_of_a_run(node: str) -> tuple[Any, int]:
+    """A runtime's node host on ``node`` that hosts a run (the driver's), and its pid."""
+    import ray
+
+    for named in ray.util.list_named_actors(all_namespaces=True):
+        name = named["name"]
+        if not (name.startswith("subagents-") and name.endswith(f"-node-{node[:16]}")):
+            continue
+        with contextlib.suppress(Exception):  # (an earlier test's, ended)
+            host = ray.get_actor(name, namespace=named["namespace"])
+            said = _described(host)
+            if said["runs"]:
+                return host, said["pid"]
+    raise AssertionError(f"no node host on {node} hosts a run")
+
+
+def _stopped(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_a_stalled_drivers_command_on_a_node_dies_at_its_lease_line_while_it_is_stopped(
+    ray_cluster: LocalCluster, tmp_path: Path, driver_of: Any
+) -> None:
+    """The driver is SIGSTOPped while its node runs a Bash command: the node host keeps the
+    driver's lease line (``cluster/node_lease.py``) and the command's reaper kills it there,
+    while the driver is still stopped, before anyone could take its run over (session 28:
+    it ran on until the driver woke and learnt it had lost its lease)."""
+    work = tmp_path / "work"
+    command = (
+        f"echo $$ {NS} > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
+        " echo old >> effects.txt"
+    )
+    call = use("Bash", command=command, timeout=600_000)  # (not ended by its own timeout)
+    driver = driver_of([{"tool_calls": [call]}, {"text": "old done"}])
+    assert driver.entered.wait(WAIT_S), "the run's first model call never came"
+    host, host_pid = _host_of_a_run(ray_cluster.worker_node_id)
+    # a command started before the node's first line gets none (``node_lease``): the run's
+    # call is let go once the node holds the line (without this wait it lost that race 2
+    # of 2 here: review, session 29)
+    wait_until(lambda: _described(host)["lease"], "the node holding the driver's line", WAIT_S)
+    driver.release.set()
+    wait_until((work / "pid").exists, "the command running on the node", WAIT_S)
+    pid = pid_in(work / "pid")
+    assert _alive(pid)
+    driver.stall()
+    wait_until(lambda: not _alive(pid), "the node's command killed at the driver's line", WAIT_S)
+    assert _stopped(driver.proc.pid)  # (nobody woke it: the node's line did it)
+    assert _described(host)["pid"] == host_pid  # (by its reaper: its host lives on)
+    (work / "go").touch()
+    assert not (work / "effects.txt").exists()

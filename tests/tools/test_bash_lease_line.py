@@ -14,12 +14,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pykka
 import pytest
 import structlog
 
 from lease_renewal import LEAD_S, renewing
 from ns_pids import NS
 from subagents import AgentSpec, Runtime, ScriptedModel
+from subagents.cluster.node_lease import NodeLease
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
@@ -195,3 +197,38 @@ def test_a_line_variable_the_runtime_inherited_reaches_no_launcher(
     monkeypatch.setenv("SUBAGENTS_LEASE_LINE", "not a descriptor")
     process = processes.start("echo ran", cwd=repo, run_id="r1")
     assert process.popen.wait(timeout=60) == 0
+
+
+def test_a_node_hosts_command_dies_at_its_line_once_the_driver_is_silent(
+    context: ToolContext, repo: Path, processes: ProcessGroups
+) -> None:
+    """A node host keeps its driver's line (``cluster/node_lease.py``, asked of the driver
+    again and again) and gives it to its commands: while the driver answers, the command
+    lives; once it is silent (stalled), the command dies at the line last published, by its
+    reaper (it lived on: node hosts' commands had no line, session 28)."""
+    answering, given = threading.Event(), threading.Event()
+    answering.set()
+
+    def ask(timeout: float) -> float:
+        if not answering.is_set():
+            raise pykka.Timeout(f"no answer from the supervisor within {timeout} s")
+        return LEAD_S
+
+    def take(held: LeaseLine) -> None:
+        processes.lease_env = held.environment
+        given.set()
+
+    lease = NodeLease(ask, take).start()
+    try:
+        assert given.wait(WAIT)
+        pidfile = repo / "pid"
+        process = processes.start(
+            hidden(pidfile), cwd=repo, run_id="r1", sandbox=context.sandbox, background=True
+        )
+        daemon = pid_in(pidfile)
+        assert alive(daemon)  # held while the driver answers
+        answering.clear()
+        wait_until(lambda: not alive(daemon), what="the daemon killed at the node's line")
+        assert process in processes.of_run("r1")  # by its reaper, not by the runtime
+    finally:
+        lease.close()

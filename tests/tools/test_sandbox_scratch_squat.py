@@ -25,6 +25,7 @@ from subagents.messages import RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.tools import sandbox_report
+from subagents.tools.held_dirs import MARK
 from subagents.tools.permissions import Permissions
 from subagents.tools.scratch import MCP_DIR, ScratchHomeError, home_name, make_dir, scratch_home
 
@@ -242,9 +243,11 @@ print(make_dir(MCP_DIR).parent, flush=True)
 def test_a_fallback_whose_maker_is_gone_is_swept_by_the_next(shared: Path) -> None:
     """A process that falls back removes the fallback homes whose lock it can take (their
     maker ended without removing its own); a live one's (lock held) stays; so does one a
-    SIGKILLed maker left, until the next process falls back."""
+    SIGKILLed maker left, until the next process falls back; and so does one without the
+    mark of a held home (an older version's: it holds no lock, and may be live)."""
     squat(shared, "directory")
-    dead, alive = leaked(shared, "dead4567"), leaked(shared, "alive890")
+    dead, alive = leaked(shared, f"dead4567{MARK}"), leaked(shared, f"alive890{MARK}")
+    older = leaked(shared, "older123")  # (an older version's: no lock, maybe live: session 29)
     held = os.open(alive, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(held, fcntl.LOCK_EX)
     try:
@@ -267,4 +270,5 @@ def test_a_fallback_whose_maker_is_gone_is_swept_by_the_next(shared: Path) -> No
     finally:
         os.close(held)
     assert not left.exists() and alive.is_dir(), done.stdout
+    assert (older / "mcp-x" / "secret").read_text() == SECRET
     assert not Path(done.stdout.strip()).exists()  # (its own: removed at its exit)

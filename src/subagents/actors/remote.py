@@ -109,6 +109,12 @@ class RememberedRules(msgspec.Struct, frozen=True, tag=True):
     root_run_id: str
 
 
+class LeaseLeft(msgspec.Struct, frozen=True, tag=True):
+    """Asked of the driver by a node host, again and again: how long its runtime's lease
+    line has left (``LeaseLine.left``; None: no line now), for the node's commands to die
+    by the same line (``cluster/node_lease.py``)."""
+
+
 RECORD_TIMEOUT_S = 60.0
 """How long a node's sender waits for the driver to record its mail (then it goes by the
 supervisor, named by the same mail ids: the driver may have written it all the same, and a
@@ -287,6 +293,12 @@ class NodeRuns:
             log.warning("remembered rules not read; the call is asked", error=repr(exc))
             return ()
         return tuple(str(rule) for rule in rules)
+
+    def lease_left(self, timeout: float) -> float | None:
+        """How long the driver's lease line has left as the driver read it (``LeaseLeft``):
+        seconds, None when it keeps none; raises when no answer came within ``timeout``."""
+        left = self.supervisor.ask(LeaseLeft(), timeout=timeout)
+        return None if left is None else float(left)
 
     def deliver(self, effects: Sequence[Effect]) -> None:
         """Carry out what the supervisor decided for runs on this node, in order."""

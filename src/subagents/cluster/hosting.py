@@ -44,6 +44,7 @@ from subagents.actors.node_asks import NodeAsks
 from subagents.actors.remote import (
     Answer,
     Asked,
+    LeaseLeft,
     RecordMails,
     RememberedRules,
     RoutingEffector,
@@ -82,6 +83,9 @@ FENCE_TIMEOUT_S = 10.0
 
 class ClusterHosting:
     """The node hosts of one runtime, and the link between them and its supervisor."""
+
+    _lease_left: Callable[[], float | None] | None = None
+    """How long the runtime's lease line has left, for its nodes (``lease_line``)."""
 
     def __init__(
         self,
@@ -215,6 +219,11 @@ class ClusterHosting:
                 with contextlib.suppress(LinkError):  # its loss is the reader's to handle
                     link.send((DEFINITIONS, self.kit.version, self.kit.agents))
 
+    def lease_line(self, left: Callable[[], float | None]) -> None:
+        """The nodes' commands die by the runtime's lease line: ``left`` says how long it has
+        left, which each node host asks again and again (``cluster/node_lease.py``)."""
+        self._lease_left = left
+
     def effector(self, **kwargs: Any) -> RoutingEffector:
         """The supervisor's effector (``SupervisorActor(effector=...)``): its runs' agents
         on this runtime's nodes."""
@@ -314,7 +323,10 @@ class ClusterHosting:
                     supervisor.tell(item.message)
             elif type(item) is Asked:
                 kind = type(item.message)
-                if kind is RecordMails or kind is RememberedRules:  # the store's, not queued
+                if kind is LeaseLeft:  # (a clock read: answered here, at once)
+                    left = self._lease_left
+                    _reply(link, Answer(item.key, value=left() if left is not None else None))
+                elif kind is RecordMails or kind is RememberedRules:  # the store's, not queued
                     self._answers.submit(self._answer, link, item)
                 elif self._asks is not None:  # queued now: nothing told after it overtakes it
                     self._asks.ask(item.key, item.message, functools.partial(_reply, link))

@@ -29,14 +29,18 @@ import sys
 import sysconfig
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.remote import NodeMail
 from subagents.behaviour.port import AgentEnv
 from subagents.cluster.connect import ClusterError
 from subagents.definitions.spec import AgentSpec
+from subagents.tools.lease_line import LeaseLine
 from subagents.tools.processes import ProcessGroups
+
+if TYPE_CHECKING:
+    from subagents.cluster.node_lease import NodeLease
 
 _NODE_PROCESSES: Any = None
 """Stands for the process groups a node makes for itself (they hold locks: not sent)."""
@@ -77,6 +81,8 @@ class NodeKit:
         self.mail = mail
         """Whether the node reports its runs' model and tool calls for tracing."""
         self.tracer: Any = None
+        self.lease: NodeLease | None = None
+        """The driver's lease line kept on the node (``keep_lease``; made there)."""
         self.version = 0
         """Which of the runtime's definitions ``agents`` are: 0 at start, one more after
         each reload that changed them (``definitions``)."""
@@ -126,6 +132,27 @@ class NodeKit:
             )
         return self.behaviours_for(self.functions, self.env)
 
+    def keep_lease(self, ask: Callable[[float], float | None]) -> None:
+        """On the node, once its runs' link exists: the driver's lease line kept here
+        (``cluster/node_lease.py``, asked by ``ask``), which the node's commands and stdio
+        MCP servers get from its first answer on, as the driver's get its own."""
+        from subagents.cluster.node_lease import NodeLease
+
+        def given(line: LeaseLine) -> None:
+            env = self.env
+            if env.processes is not _NODE_PROCESSES:
+                env.processes.lease_env = line.environment
+            if env.mcp is not None:  # (stdio servers: named by its /proc link)
+                env.mcp.lease_env = line.named_environment
+
+        self.close_lease()
+        self.lease = NodeLease(ask, given).start()
+
+    def close_lease(self) -> None:
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            lease.close()
+
     def close_services(self, timeout: float = 10.0) -> None:
         """On the node, when its host closes: what the node's runs started goes (the tools'
         processes, MCP servers); worktrees still open are removed if unchanged, else kept and
@@ -136,6 +163,7 @@ class NodeKit:
         if env.processes is not _NODE_PROCESSES:
             env.processes.kill_all()
         close_tool_services(env.worktrees, env.mcp, timeout)
+        self.close_lease()
 
     def checked(self) -> NodeKit:
         """This kit, once it is known to travel (``travel.dumps``: Ray's cloudpickle, and

@@ -130,6 +130,9 @@ class NodeHost:
             tls=tls,
         )
         self._kit = kit
+        # the driver's lease line, for the node's commands: once the link is made (a set-up
+        # that failed before left its asking thread running for good: review, session 29)
+        kit.keep_lease(runs.lease_left)
         return {
             "node": self.node,
             "pid": os.getpid(),
@@ -210,6 +213,9 @@ class NodeHost:
             "threads": threading.active_count(),
             "definitions": self._kit.version if self._kit is not None else None,
             "runs": len(self._runs.live()) if self._runs is not None else 0,
+            "lease": self._kit is not None
+            and self._kit.lease is not None
+            and self._kit.lease.given,
             "link": self._link.address if self._link is not None else None,
             "tls": self._link is not None and self._link.tls,
         }

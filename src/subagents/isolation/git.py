@@ -21,12 +21,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.tools.sandbox import Sandbox
-from subagents.tools.scratch import GIT_DIR, ScratchHomeError, scratch_home
+from subagents.tools.scratch import GIT_DIR, ScratchHomeError, make_dir, remove_dir
 
 GIT_TIMEOUT_S = 60.0
 
@@ -87,12 +86,14 @@ def git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT_S, jail: GitJail | N
     # in the user's home of scratch directories, which its namespace covers but for this
     # directory: a hook a run planted reads no other run's files (review, session 27)
     try:
-        home = scratch_home()
+        temp = make_dir(GIT_DIR)  # held: swept by a later process if this one is killed
     except ScratchHomeError as exc:
         raise GitError(f"{shown} was not run: {exc}") from None
-    with tempfile.TemporaryDirectory(prefix=GIT_DIR, dir=home) as temp:
-        command, env = jail.command(argv, cwd, Path(temp))
+    try:
+        command, env = jail.command(argv, cwd, temp)
         return _run(command, env, cwd, shown, timeout)
+    finally:
+        remove_dir(temp)
 
 
 def _run(command: list[str], env: dict[str, str], cwd: Path, shown: str, timeout: float) -> str:

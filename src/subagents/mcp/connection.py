@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -32,11 +33,18 @@ from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
 from subagents.tools.detached import detaches
-from subagents.tools.held import SESSION_END_S, NamedStatus, hung_up, named_status
+from subagents.tools.held import (
+    SESSION_END_S,
+    NamedStatus,
+    heard,
+    heard_until_hung_up,
+    how_it_ended,
+    named_status,
+)
 from subagents.tools.processes import held_argv
 from subagents.tools.reaper import LEASE_VARIABLE
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
-from subagents.tools.scratch import MCP_DIR, make_dir
+from subagents.tools.scratch import MCP_DIR, make_dir, remove_dir
 
 if TYPE_CHECKING:
     import anyio
@@ -89,6 +97,9 @@ class ServerConnection:
         self._dead: str | None = None
         self._stderr: IO[str] | None = None
         self._stderr_tail = ""
+        self._said: bytes | None = None
+        """What the server's reaper said on its status pipe by the transport's end (``exit
+        N`` when the server ended: ``_end_note``); None: not held, or not ended yet."""
 
     @property
     def name(self) -> str:
@@ -162,7 +173,7 @@ class ServerConnection:
                 self._stderr.close()
                 self._stderr = None
             if self._temp is not None:
-                shutil.rmtree(self._temp, ignore_errors=True)
+                remove_dir(Path(self._temp))  # (and its lock: ``tools/held_dirs.py``)
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.server.config
@@ -224,7 +235,7 @@ class ServerConnection:
         detach = ["--detach"] if detaches() else []
         reap: list[str] = []
         if status is not None:
-            stack.push_async_callback(_end_held, status, bool(detach))
+            stack.push_async_callback(_end_held, status, bool(detach), self._heard)
             reap = ["--status-path", status.path, *detach]
             if self.lease_env:  # its reaper kills it at the line (``tools.lease_line``)
                 env = {**(env or {}), **self.lease_env}
@@ -376,10 +387,24 @@ class ServerConnection:
         elif isinstance(leaf, PermissionError):
             reason = f"its command cannot be run: {leaf}"
         elif _is_connection_closed(leaf):
-            reason = "it exited before answering initialize"
+            reason = f"it exited before answering initialize{self._end_note()}"
         else:
             reason = f"{type(leaf).__name__}: {leaf}"
         return f"{self._label()} could not start: {reason}{self._stderr_note()}"
+
+    def _heard(self, said: bytes) -> None:
+        self._said = said
+
+    def _end_note(self) -> str:
+        """How the server ended, as its reaper said (`` (exit status 1)``, `` (killed by
+        SIGKILL)``), or that the reaper ended without saying (it was killed itself: a signal
+        to the launcher, its PID namespace's end); empty where it was not held."""
+        if self._said is None:
+            return ""
+        how = how_it_ended(self._said)
+        if how is not None:
+            return f" ({how})"
+        return " (its launcher ended without saying how the server ended: killed itself)"
 
     def _capture_stderr(self) -> None:
         """Keep the end of the server's stderr (read without moving the shared offset)."""
@@ -420,8 +445,10 @@ def _is_connection_closed(exc: BaseException) -> bool:
     return False
 
 
-async def _end_held(status: NamedStatus, detached: bool) -> None:
-    """After the transport: a detached server's reaper (not the SDK's process: its first
+async def _end_held(status: NamedStatus, detached: bool, keep: Callable[[bytes], object]) -> None:
+    """After the transport: what the server's reaper said is kept (``keep``: ``exit N`` once
+    the server ended; the SDK's process, its launcher, has ended, or was left after its
+    kill); a detached server's reaper (not the SDK's process: its first
     one, which ended at once) gets ``SESSION_END_S`` to end by itself (the server ends at
     its stdin's end, the reaper kills what it left), waited for off the loop (the runtime's
     own write end closed first: the wait is for every writer's end); then the status pipe
@@ -435,6 +462,11 @@ async def _end_held(status: NamedStatus, detached: bool) -> None:
             import anyio
 
             with anyio.CancelScope(shield=True):  # bounded: SESSION_END_S
-                await anyio.to_thread.run_sync(hung_up, status.read_end, SESSION_END_S)
+                _, said = await anyio.to_thread.run_sync(
+                    heard_until_hung_up, status.read_end, SESSION_END_S
+                )
+        else:
+            said = heard(status.read_end)
+        keep(said)
     finally:
         status.close()

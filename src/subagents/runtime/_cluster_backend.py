@@ -39,6 +39,11 @@ class NodeHosts(Protocol):
         """Start taking what the nodes' agents send (after the supervisor started)."""
         ...
 
+    def lease_line(self, left: Callable[[], float | None]) -> None:
+        """Its nodes' commands die by the runtime's lease line, which has ``left()``
+        seconds left (``tools/lease_line.py``)."""
+        ...
+
     def placements(self) -> dict[str, list[str]]:
         """Run id -> the nodes its starts were placed on, in order."""
         ...

@@ -428,6 +428,8 @@ class Services:
             raise
         if self.processes is not None and line is not None:  # published: commands may hold it
             self.processes.lease_env = line.environment
+            if self.cluster is not None:  # the node hosts' commands: the same line
+                self.cluster.lease_line(line.left)
             if self.mcp is not None:  # (stdio servers: named by its /proc link)
                 self.mcp.lease_env = line.named_environment
                 if not self.mcp.lease_env:

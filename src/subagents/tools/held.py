@@ -32,6 +32,7 @@ import functools
 import math
 import os
 import select
+import signal
 import subprocess
 import tempfile
 import time
@@ -116,21 +117,60 @@ FIFO is closed, its lifeline (``hung_up``)."""
 def hung_up(read_end: int, timeout_s: float) -> bool:
     """Whether every writer of the status pipe or FIFO ``read_end`` (non-blocking) is gone
     within ``timeout_s``: the reaper ended, having killed all it held. What it says meanwhile
-    is read and dropped (nobody else reads it: a detached server's, ``mcp/connection.py``)."""
+    is read and dropped (``heard_until_hung_up`` keeps it)."""
+    return heard_until_hung_up(read_end, timeout_s)[0]
+
+
+def heard_until_hung_up(read_end: int, timeout_s: float) -> tuple[bool, bytes]:
+    """``hung_up``, and what the reaper said meanwhile (``exit N``: a detached server's end,
+    ``mcp/connection.py``, which nobody else reads)."""
     poller = select.poll()
     poller.register(read_end, select.POLLIN)  # (POLLHUP is reported all the same)
     until = time.monotonic() + timeout_s
+    said = b""
     while True:
         left = until - time.monotonic()
         for _, events in poller.poll(max(0, math.ceil(left * 1000))):
             if events & select.POLLIN:
                 with contextlib.suppress(BlockingIOError):
-                    if os.read(read_end, 4096):
+                    if piece := os.read(read_end, 4096):
+                        said += piece
                         continue  # what it said: read on
             if events & (select.POLLHUP | select.POLLERR):
-                return True
+                return True, said
         if left <= 0:
-            return False
+            return False, said
+
+
+def heard(read_end: int) -> bytes:
+    """What a reaper said on the status pipe ``read_end`` that nobody has read yet (an MCP
+    server's, whose end nobody waits for: ``mcp/connection.py``); read only while it polls
+    readable, so it never blocks, and an error ends it (what was read is kept)."""
+    said = b""
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN)
+    with contextlib.suppress(OSError):
+        while any(events & select.POLLIN for _, events in poller.poll(0)):
+            piece = os.read(read_end, 4096)
+            if not piece:
+                break
+            said += piece
+    return said
+
+
+def how_it_ended(said: bytes) -> str | None:
+    """How a held command ended, in words, from what its reaper ``said`` (``exit N``, ``-SIG``
+    for a signal: ``reaper.run``): "exit status 1", "killed by SIGKILL"; None when it said
+    no end (it has not ended, or the reaper itself was killed first)."""
+    code = exit_in(said)
+    if code is None:
+        return None
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 def close_fifo(read_end: int, path: Path | None) -> None:
@@ -166,9 +206,8 @@ def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:
     poller.register(status_fd, select.POLLIN)
     until = time.monotonic() + timeout_s
     while True:
-        for line in said.split(b"\n")[:-1]:
-            if line.startswith(b"exit ") and line[5:].lstrip(b"-").isdigit():
-                return int(line[5:])
+        if (code := exit_in(said)) is not None:
+            return code
         left = until - time.monotonic()
         if left <= 0 or not poller.poll(math.ceil(left * 1000)):
             return None
@@ -179,3 +218,11 @@ def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:
         if not piece:
             return None
         said += piece
+
+
+def exit_in(said: bytes) -> int | None:
+    """The exit code a reaper said (``exit N`` on a whole line of ``said``), if it did."""
+    for line in said.split(b"\n")[:-1]:
+        if line.startswith(b"exit ") and line[5:].lstrip(b"-").isdigit():
+            return int(line[5:])
+    return None

@@ -84,6 +84,7 @@ class LeaseLine:
         finally:
             os.unlink(path)  # no name: nothing to find, nothing left by a killed host
         self._fd: int | None = fd
+        self._at: float | None = None
         self._lock = threading.Lock()
 
     @property
@@ -116,6 +117,15 @@ class LeaseLine:
         with self._lock:
             if self._fd is not None:
                 os.pwrite(self._fd, half + half, 0)
+                self._at = at
+
+    def left(self) -> float | None:
+        """Seconds until the line last published (negative once it passed), on ``clock()``;
+        None before the first or once closed: what a node host of the runtime asks for, to
+        keep the same line on its machine (``cluster/node_lease.py``)."""
+        with self._lock:
+            at = self._at if self._fd is not None else None
+        return None if at is None else at - clock()
 
     def close(self) -> None:
         """Let the line go (every command of the runtime has been killed by now)."""

@@ -86,11 +86,22 @@ class Process:
         return True
 
     def signal_reaper(self, signo: signal.Signals) -> None:
-        """``signo`` to the reaper: by its pidfd, or to its group (the runtime's child's)."""
-        if self.detached is None:
-            signal_group(self.pgid, signo)
-        else:
+        """``signo`` to the reaper: by its pidfd, or to its group (the runtime's child's).
+
+        The group by its number only while that number is still this command's: before its
+        launcher is reaped (its zombie holds the number), or after while no process has
+        taken it (a group left by a killed launcher holds its number too). Not once another
+        process has it: in a loaded machine pids wrap within minutes, and a command killed
+        again at its run's end or the runtime's close (``ProcessGroups._reap_left``) sent
+        SIGKILL to whichever group had its launcher's number then, a stdio MCP server's
+        starting in another runtime included (session 30: so killed, it "exited before
+        answering initialize", with no stderr; the likely cause of that failure, not
+        reproduced). A process taking the number between the check and the kill is still
+        reached (a window of two calls, not minutes)."""
+        if self.detached is not None:
             self.detached.send(signo)
+        elif self.popen.returncode is None or not _taken(self.pgid):
+            signal_group(self.pgid, signo)
 
     def exit_code(self) -> int | None:
         """The shell's exit code, None while it runs: with ``run_in_background`` the reaper
@@ -128,6 +139,19 @@ class Process:
                     self.status_fd = -1
                 self.said += piece
             return self.said
+
+
+def _taken(pid: int) -> bool:
+    """Whether a process has ``pid`` now (a zombie too); never asked of 0 or below."""
+    if pid <= 0:
+        return True  # (``kill(0)``/``kill(-1)`` name groups: nothing is sent for them)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -55,7 +55,7 @@ from subagents.tools.lease_line import fds_of
 from subagents.tools.process import Process, stop_reaper
 from subagents.tools.run_starts import RunAttempt, RunEnding, RunStarts
 from subagents.tools.sandbox import RunSandbox
-from subagents.tools.scratch import RUN_DIR, SCRATCH, make_dir
+from subagents.tools.scratch import RUN_DIR, SCRATCH, make_dir, remove_dir
 from subagents.tools.shell_limits import ShellLimits, ShellSlots
 from subagents.tools.strays import TREE_COOKIE, kill_strays, start_time
 
@@ -440,7 +440,7 @@ class ProcessGroups:
         for process in processes:
             self.kill(process, reason)
         if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            remove_dir(self._dir)  # (and its lock: ``tools/held_dirs.py``)
 
     def live_count(self) -> int:
         with self._lock:

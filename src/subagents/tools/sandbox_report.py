@@ -12,12 +12,14 @@ to change. ``checks`` decides from what was found (a plain function); ``found`` 
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from subagents.tools import sandbox_exec, sandbox_shm, sandbox_syscalls
-from subagents.tools.scratch import ScratchHomeError, home_name, scratch_home
+from subagents.tools.scratch import ScratchHomeError, home_name, scratch_home, shared_fallback
 
 State = Literal["ok", "weak", "off"]
 
@@ -45,6 +47,8 @@ class Found(msgspec.Struct, frozen=True):
     """The user's home of scratch directories that could not be used (someone else's, a
     symlink), so that ``home`` is this process's fallback (``tools/scratch.py``); None when
     ``home`` is it."""
+    shared: bool = False
+    """Whether that fallback is the user's shared one (``scratch.shared_fallback``)."""
 
 
 def found() -> Found:
@@ -54,16 +58,17 @@ def found() -> Found:
     abi = sandbox_exec.landlock_abi()
     machine = os.uname().machine
     known = sandbox_syscalls.filter_program(read_only=True, network=False) is not None
-    squatted = None
+    squatted, shared = None, False
     try:
         made, error = scratch_home(), None
         home = str(made)
-        if made.name != home_name():
-            squatted = str(made.parent / home_name())
+        first = Path(tempfile.gettempdir()) / home_name()
+        if made != first:
+            squatted, shared = str(first), made == shared_fallback()
     except ScratchHomeError as exc:
         home, error = "", str(exc)
     refusal = private_shm_refusal() if abi else "no Landlock: no launcher runs"
-    return Found(abi, refusal, known, machine, home, error, squatted)
+    return Found(abi, refusal, known, machine, home, error, squatted, shared)
 
 
 def checks(machine: Found) -> list[Check]:
@@ -102,6 +107,15 @@ def checks(machine: Found) -> list[Check]:
 
 
 def _scratch(machine: Found) -> Check:
+    if machine.home_error is None and machine.squatted is not None and machine.shared:
+        return Check(
+            "scratch",
+            "ok",
+            f"{machine.squatted} is another user's or a symlink (made first in a shared"
+            " temporary directory): every process of the user keeps its scratch files in"
+            f" its private runtime directory instead ({machine.home}), covered whole as the"
+            " first would be. Remove it (or have its owner remove it)",
+        )
     if machine.home_error is None and machine.squatted is not None:
         return Check(
             "scratch",

@@ -1,0 +1,127 @@
+"""A command's group is never signalled by its number once its launcher was reaped: that number
+may be another process's by then, and the leader of a group of its own (an MCP server's
+launcher, a Bash command's: each starts a session of its own).
+
+Why: a command whose reaper was killed before saying all was gone (``Process.contained``
+false) was killed again by its group (``ProcessGroups._reap_left``) whenever its run ended
+or the runtime closed, by ``killpg(launcher's pid)``, long after that launcher had been
+reaped. In a loaded full test run pids wrap within minutes, and the audit of one such run
+(session 30) saw this stale group kill at a fixture's teardown; the SIGKILL of whatever
+group then held that number is what a stdio MCP server that "exited before answering
+initialize" with no stderr looks like (its launcher's group, the sandbox's waiter and PID
+namespace init with it, killed at once). Shown for real in a PID namespace of its own
+(``unshare``, as root), where the test alone starts processes, so ``ns_last_pid`` hands the
+reaped launcher's number to the next process for sure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from subagents.tools.process import Process
+
+SCRIPT = r"""
+import os, signal, subprocess, sys, tempfile
+from pathlib import Path
+from subagents.tools.processes import ProcessGroups
+
+root = Path(tempfile.mkdtemp())
+groups = ProcessGroups(scratch_root=root)
+process = groups.start("sleep 300", cwd=root, run_id="run")
+launcher = process.popen.pid
+assert launcher > 1, launcher
+os.kill(launcher, signal.SIGKILL)  # its reaper killed before it said all was gone
+process.popen.wait()  # reaped: its number is free, the run still lists it
+while True:  # its shell, killed with it, comes to this init: reaped (it pins the session's id)
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write(str(launcher - 1))
+victim = subprocess.Popen(["sleep", "300"], start_new_session=True)  # a group of its own
+assert victim.pid == launcher, (victim.pid, launcher)
+groups.kill_all()  # the run's end: what the killed reaper left is killed
+
+def killed(pid):  # dead, or a SIGKILL sent and not yet taken (signals land a bit later)
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        return True
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    pending = int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)
+    stat = open(f"/proc/{pid}/stat").read()
+    exiting = int(stat[stat.rindex(")") + 2 :].split()[6]) & 0x4  # PF_EXITING
+    return fields["State"].split()[0] in ("Z", "X") or bool(pending & (1 << 8) or exiting)
+
+print("victim", "killed" if killed(victim.pid) else "alive")
+victim.kill()
+victim.wait()
+"""
+
+
+def _namespaces() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-fp", "--mount-proc", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _namespaces(), reason="needs root and unshare (a pid namespace)")
+def test_a_reaped_launchers_number_taken_by_another_group_is_not_killed() -> None:
+    done = subprocess.run(
+        ["unshare", "-fp", "--mount-proc", sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "victim alive", done.stdout + done.stderr
+
+
+def test_a_reaped_launchers_group_with_a_member_left_is_still_killed(tmp_path: Path) -> None:
+    """The other half of the promise: a launcher reaped while a process of its group lives
+    on (the group then holds the number: no other process can take it) is killed by its
+    group all the same (``_reap_left`` after its reaper was killed before saying all was
+    gone)."""
+    leader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess; p = subprocess.Popen(['sleep', '300']);"
+            " print(p.pid, flush=True); os._exit(0)",
+        ],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert leader.stdout is not None
+    member = int(leader.stdout.readline())
+    assert member > 1, member
+    leader.wait()  # reaped: its number is its group's, held by the member
+    leader.stdout.close()
+    process = Process("bash_1", "sleep 300", "run", leader, tmp_path / "out")
+    try:
+        assert os.getpgid(member) == leader.pid
+        process.signal_reaper(signal.SIGKILL)
+        assert _ends(member), "the group's member outlived its group's kill"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGKILL)
+
+
+def _ends(pid: int) -> bool:
+    """Whether ``pid`` (not our child: the leader's orphan) ends or is killed within 10 s."""
+    fd = os.pidfd_open(pid)
+    try:
+        return bool(select.select([fd], [], [], 10)[0])
+    finally:
+        os.close(fd)
