@@ -18,7 +18,10 @@ anything but plain data would come back as a list, a dict, or not at all. So the
 decodes what it encoded, with the receiver's type (``Frames``), and sends the msgpack only
 when that equals the frame; else (or when msgpack refuses it) the pickle, as before. The
 receiver tells the two apart by the first byte: a pickle starts with its protocol opcode
-(0x80), which no frame's msgpack does (a frame is an array, never an empty map).
+(0x80), which no frame's msgpack does (a frame is an array, never an empty map). What the
+check does not see: under an ``Any`` field, an enum member or an instance of a subclass of
+a builtin (a ``str`` or ``dict`` subclass) equals its plain value and arrives as that value;
+none of the runtime's own messages holds one there (their ``Any`` fields hold plain data).
 
 An item the C pickle refuses (a value that is a local function, say, in an answer) is
 pickled with cloudpickle instead (``travel.dumps``), whose output the C ``pickle.loads``
