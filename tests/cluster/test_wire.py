@@ -4,13 +4,23 @@ goes pickled, and a pickle from an older peer is read. No Ray, no socket: bytes 
 
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 from typing import Any
 
 import msgspec
+import pytest
 
 from subagents.actors.remote import Answer, Asked, RememberedRules, Told
-from subagents.cluster.link import ANSWERS, DEFINITIONS, EFFECTS, TO_DRIVER, TO_NODE
+from subagents.cluster.link import (
+    ANSWERS,
+    DEFINITIONS,
+    EFFECTS,
+    TO_DRIVER,
+    TO_NODE,
+    LinkEnd,
+    LinkError,
+)
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     Ask,
@@ -26,6 +36,7 @@ from subagents.messages import (
 from subagents.supervision.effects import StartRun, StopAgent, Tell
 
 PICKLED = 0x80
+WAIT_S = 30.0
 
 
 def _start(run_id: str) -> StartRun:
@@ -102,9 +113,45 @@ def test_a_definitions_frame_and_an_older_peers_pickle_are_read() -> None:
 
 def test_a_frame_that_does_not_decode_as_its_type_is_an_error_not_a_wrong_value() -> None:
     bad = msgspec.msgpack.encode([{"type": "Told", "message": {"type": "Nope"}}])
-    try:
+    with pytest.raises(ValueError, match=r"could not be read .*Nope"):
         TO_DRIVER.unpack(bad)
-    except msgspec.ValidationError as exc:
-        assert "Nope" in str(exc)
-    else:
-        raise AssertionError("a frame of an unknown message was decoded")
+
+
+def test_a_value_msgpack_cannot_take_whatever_it_raises_goes_pickled() -> None:
+    """A list that holds itself (msgspec: ``RecursionError``) and a mapping whose ``==``
+    raises: the frame goes pickled, as every frame did before, not an error of the send."""
+    itself: list[Any] = []
+    itself.append(itself)
+
+    class Strict(dict[str, int]):
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("not comparable")
+
+        __hash__ = None  # type: ignore[assignment]
+
+    for value in [itself, Strict(a=1)]:
+        data, back = _round_trip(TO_NODE, (ANSWERS, 0, [Answer(1, value=value)]))
+        assert data[0] == PICKLED
+        got = back[2][0].value
+        assert type(got) is type(value)
+    assert got.keys() == {"a"} and itself[0] is itself
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\xc1", b"\x80\x05\x95garbage", msgspec.msgpack.encode([[1, 2]])],
+    ids=["empty", "not msgpack", "a cut pickle", "not a frame's type"],
+)
+def test_a_frame_that_cannot_be_read_is_a_link_error_naming_it(data: bytes) -> None:
+    """Whatever the codec raises, the reader gets a ``LinkError`` (the link's loss, handled
+    by its reader), never another exception that would end the reading thread and leave the
+    link neither read nor declared lost."""
+    ours, theirs = multiprocessing.Pipe()
+    end = LinkEnd(ours, "node host n1", sends=TO_NODE, receives=TO_DRIVER)
+    try:
+        theirs.send_bytes(data)
+        with pytest.raises(LinkError, match=f"node host n1 closed: a frame of {len(data)} bytes"):
+            end.receive(timeout=WAIT_S)
+    finally:
+        end.close()
+        theirs.close()

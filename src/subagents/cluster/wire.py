@@ -18,10 +18,17 @@ anything but plain data would come back as a list, a dict, or not at all. So the
 decodes what it encoded, with the receiver's type (``Frames``), and sends the msgpack only
 when that equals the frame; else (or when msgpack refuses it) the pickle, as before. The
 receiver tells the two apart by the first byte: a pickle starts with its protocol opcode
-(0x80), which no frame's msgpack does (a frame is an array, never an empty map). What the
-check does not see: under an ``Any`` field, an enum member or an instance of a subclass of
-a builtin (a ``str`` or ``dict`` subclass) equals its plain value and arrives as that value;
-none of the runtime's own messages holds one there (their ``Any`` fields hold plain data).
+(0x80), which no frame's msgpack does (a frame is an array, never an empty map).
+
+What the check does not see, under an ``Any`` field (``RunRecord.shared``, a tool call's
+``input``, an answer's ``value``...): a value that equals what msgpack gives back but is not
+of its type arrives as that plain value: an ``IntEnum`` or ``str`` enum member as its int or
+str, a subclass of ``dict`` or ``list`` as a ``dict`` or ``list``, a ``bytearray`` as
+``bytes``, a datetime of another zone as the same instant in UTC; and a list held twice in a
+frame arrives as two equal lists. These fields hold JSON-like data (the store keeps them as
+JSON, where such values fare worse: a datetime comes back a string), and none of the
+runtime's own messages holds such a value there. A type-exact check would cost more than
+the codec saves (the frames' ``repr`` twice: ~2.7x the msgpack's encode and decode).
 
 An item the C pickle refuses (a value that is a local function, say, in an answer) is
 pickled with cloudpickle instead (``travel.dumps``), whose output the C ``pickle.loads``
@@ -36,7 +43,7 @@ from typing import Any
 import msgspec
 
 PROTOCOL = 5
-_PICKLED = 0x80
+_PICKLED = b"\x80"
 """The first byte of every pickle of protocol 2 or later (``PROTO``)."""
 _ENCODE = msgspec.msgpack.Encoder().encode
 
@@ -56,15 +63,23 @@ class Frames:
                 data = _ENCODE(frame)
                 if decode(data) == frame:
                     return data
-            except (TypeError, ValueError, OverflowError, msgspec.MsgspecError):
-                pass  # not plain data where msgpack needs it: pickled
+            except Exception:  # whatever msgpack cannot do (a value nested past its depth,
+                pass  # one that holds itself, one whose ``==`` raises...): pickled, as before
         return pack(frame)
 
     def unpack(self, data: bytes) -> Any:
-        """What ``pack`` made ``data`` of (a pickle from an older peer too)."""
-        if self._decode is None or data[0] == _PICKLED:
-            return pickle.loads(data)  # from our own node hosts and supervisor, never a user's
-        return self._decode(data)
+        """What ``pack`` made ``data`` of (a pickle from an older peer too). A frame that
+        cannot be read is a ``ValueError`` saying so (the link takes it as its loss, whatever
+        the codec raised: a reader that died of it would leave the link neither read nor
+        declared lost)."""
+        try:
+            if self._decode is None or data[:1] == _PICKLED:
+                return pickle.loads(data)  # our own node hosts' and supervisor's, never a user's
+            return self._decode(data)
+        except Exception as exc:
+            raise ValueError(
+                f"a frame of {len(data)} bytes could not be read ({type(exc).__name__}: {exc})"
+            ) from exc
 
 
 def pack(items: Any) -> bytes:
