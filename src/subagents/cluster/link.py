@@ -289,8 +289,9 @@ class NodeLink:
         while True:
             try:
                 kind, seq, items = end.receive()
-            except LinkError:
-                return  # the driver went: it fences this host (see the module)
+            except LinkError:  # the driver went (it fences this host: see the module), or
+                end.close()  # sent a frame this end cannot read: closed, so its reader hears
+                return  # of it rather than beats from a host that takes nothing more
             if kind == EFFECTS:
                 self._deliver(seq, items)
             elif kind == ANSWERS:
