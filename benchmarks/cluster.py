@@ -24,6 +24,7 @@ what hosting the runs on nodes costs:
   handed over), and the cluster's own store (``ClusterStore``: mail goes by the supervisor,
   node -> driver -> node). Against the same ping-pong in one process (``MemoryStore``).
   ``--only same_node`` takes these figures alone.
+- ``--only fanout`` takes the fan-out alone, beside its one-process figure.
 
 The cluster (``ray.cluster_utils.Cluster``, a head and a worker, custom resources
 ``bench-head`` / ``bench-worker``) is started here and stopped at the end; ``--quick``
@@ -228,7 +229,9 @@ def main() -> None:
     args = parse_args(
         __doc__ or "",
         lambda parser: parser.add_argument(
-            "--only", choices=["same_node"], help="only these figures (and their baseline)"
+            "--only",
+            choices=["same_node", "fanout"],
+            help="only these figures (and their baseline)",
         ),
     )
     stdout_to_stderr()  # Ray prints to file descriptor 1: only the JSON may go there
@@ -267,6 +270,17 @@ def main() -> None:
         figures["cluster_start_s"] = rounded(time.perf_counter() - started)
         address = cluster.address
 
+        if args.only == "fanout":  # the fan-out and its one-process baseline alone
+            figures["fanout_s"] = rounded(fanout(address, children, limit, delay))
+            baseline["fanout_single_node_s"] = rounded(fanout(None, children, limit, delay))
+            ratios = {
+                "fanout_vs_ideal": ratio(figures["fanout_s"], ideal),
+                "fanout_vs_single_node": ratio(
+                    figures["fanout_s"], baseline["fanout_single_node_s"]
+                ),
+            }
+            emit("cluster", {"figures": figures, "baseline": baseline, "ratios": ratios})
+            return
         same_node_mail(address, rounds, mails, root, figures)
         baseline["single_node_pingpong_per_s"] = round(ping_pong(None, rounds, MemoryStore()))
         if args.only == "same_node":

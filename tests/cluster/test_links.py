@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import socket
 import threading
+import time
 from typing import Any
 
 import pykka
@@ -292,6 +293,30 @@ def test_closing_an_end_wakes_its_reader_with_a_link_error() -> None:
     assert len(failed) == 1 and "the link to node host n1 closed" in str(failed[0])
     node.close()
     side.outbox.close()
+
+
+def test_a_frame_the_node_cannot_read_ends_the_link_so_the_driver_hears_of_it() -> None:
+    """A node host that cannot read the driver's frame stops reading: it closes its end too,
+    so the driver's reader hears the link's loss (and fences the host, its runs started
+    again elsewhere) instead of beats from a host that no longer takes its effects."""
+    from subagents.cluster.link import LinkError, NodeLink, connect
+
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1", b"k" * 32, deliver=side.deliver, answer=side.answer, take=side.outbox.take
+    )
+    driver = connect(node.address, b"k" * 32, "node host n1")
+    try:
+        driver.conn.send_bytes(b"\xc1")  # not msgpack, not a pickle
+        deadline = time.monotonic() + WAIT_S
+        with pytest.raises(LinkError, match="the link to node host n1 closed"):
+            while time.monotonic() < deadline:  # beats until the node's end is closed
+                driver.receive(timeout=WAIT_S)
+        assert side.delivered == []
+    finally:
+        driver.close()
+        node.close()
+        side.outbox.close()
 
 
 def test_link_ports_are_read_from_the_environment_and_a_bad_value_is_named() -> None:

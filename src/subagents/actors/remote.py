@@ -51,11 +51,21 @@ from subagents.actors.timer import TimerService
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import Batch, Event, Mail, Placed, RunFinished, ToOutside
+from subagents.messages import (
+    ActorMessage,
+    Ask,
+    Batch,
+    Event,
+    Mail,
+    Placed,
+    RunFinished,
+    ToOutside,
+)
 from subagents.store.fencing import AttemptOver
 from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
+from subagents.telemetry import FinishedCall
 
 log = get_logger("subagents.cluster")
 
@@ -68,9 +78,10 @@ answers an error as its type's name and its text)."""
 
 
 class Told(msgspec.Struct, frozen=True, tag=True):
-    """A message an agent on a node tells the supervisor."""
+    """A message an agent on a node tells the supervisor (typed: the link carries it as
+    msgpack, decoded as this type: ``cluster/wire.py``)."""
 
-    message: Any
+    message: ActorMessage | Batch | FinishedCall
 
 
 class Asked(msgspec.Struct, frozen=True, tag=True):
@@ -78,7 +89,7 @@ class Asked(msgspec.Struct, frozen=True, tag=True):
     answer goes back as an ``Answer`` with the same ``key``."""
 
     key: int
-    message: Any
+    message: Ask | RecordMails | RememberedRules
 
 
 class Answer(msgspec.Struct, frozen=True, tag=True):

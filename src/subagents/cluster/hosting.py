@@ -351,9 +351,11 @@ class ClusterHosting:
                 with self._recording.recording(link, node) as check:
                     self._record_mail(message.mails, message.journal, check, message.attempt)
                 value = None
-            else:  # RememberedRules (the supervisor's asks: ``NodeAsks``)
+            elif isinstance(message, RememberedRules):  # (the supervisor's asks: ``NodeAsks``)
                 remembered = self._remembered
                 value = remembered(message.root_run_id) if remembered is not None else ()
+            else:  # (``_hand_over`` sends only these two here)
+                raise TypeError(f"not an ask of the store: {type(message).__name__}")
             answer = Answer(asked.key, value=value)
         except Exception as exc:
             answer = Answer(asked.key, error=f"{type(exc).__name__}: {exc}")

@@ -16,7 +16,8 @@ random key per set-up), over TLS when the user gives certificates (``cluster.lin
 node host lets in only the connection that passes that handshake, whatever else connects
 first (``cluster.link_gate``).
 
-Frames, each one ``wire.pack``:
+Frames, each one as msgpack of its direction's type, or pickled when msgpack would not give
+it back as it was (``wire.Frames``: ``TO_NODE``, ``TO_DRIVER``):
 - driver -> node: ``(EFFECTS, seq, [Effect, ...])``, ``(ANSWERS, 0, [Answer, ...])`` and
   ``(DEFINITIONS, version, [AgentSpec, ...])`` (the runtime's definitions after a reload:
   in order with the effects, so every start decided after a reload finds them there);
@@ -40,9 +41,11 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from subagents.actors.remote import Answer, Asked, Told
 from subagents.cluster.link_gate import HANDSHAKE_S, Gate, HandshakeError, dial
 from subagents.cluster.link_tls import LinkTls
-from subagents.cluster.wire import pack, unpack
+from subagents.cluster.wire import Frames
+from subagents.supervision.effects import StartRun, StopAgent, Tell
 
 EFFECTS = "effects"
 ANSWERS = "answers"
@@ -56,6 +59,13 @@ BEAT_S = 1.0
 SILENT_S = 30.0
 """A link silent this long (no frame, not even a beat) is taken as lost: its host is fenced
 and its runs start again elsewhere (about when Ray itself declares a silent node dead)."""
+
+TO_NODE = Frames(tuple[str, int, list[StartRun | Tell | StopAgent | Answer]])
+"""The driver's frames (a ``DEFINITIONS`` frame, whose specs are not of this type, pickled)."""
+TO_DRIVER = Frames(list[Told | Asked])
+"""A node's frames."""
+UNTYPED = Frames()
+"""Frames pickled whole, either way (a link whose two ends are not a driver and a node)."""
 
 OUTBOX_MOST = 2000
 """Most items the node sends in one frame."""
@@ -109,9 +119,20 @@ class LinkEnd:
     network, its socket's buffer full) holds up only its own link, never the supervisor. A
     write that fails closes the link, so its reader hears of it."""
 
-    def __init__(self, conn: Connection, peer: str, *, queued: bool = False) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        peer: str,
+        *,
+        queued: bool = False,
+        sends: Frames = UNTYPED,
+        receives: Frames = UNTYPED,
+    ) -> None:
+        """``sends``, ``receives``: the frames of each direction (``TO_NODE``, ``TO_DRIVER``)."""
         self.conn = conn
         self.peer = peer
+        self._pack = sends.pack
+        self._unpack = receives.unpack
         self._sending = threading.Lock()
         self._closed = False
         self._queue: queue.SimpleQueue[bytes | None] | None = None
@@ -124,7 +145,7 @@ class LinkEnd:
             self._writer.start()
 
     def send(self, frame: Any) -> None:
-        data = pack(frame)
+        data = self._pack(frame)
         if self._queue is not None:
             if self._closed:
                 raise LinkError(f"the link to {self.peer} is closed")
@@ -156,7 +177,7 @@ class LinkEnd:
         try:
             if timeout is not None and not self.conn.poll(timeout):
                 return None
-            return unpack(self.conn.recv_bytes())
+            return self._unpack(self.conn.recv_bytes())
         except (EOFError, OSError, ValueError) as exc:
             why = str(exc) or "end of stream"
             raise LinkError(f"the link to {self.peer} closed: {why}") from exc
@@ -210,7 +231,7 @@ def connect(
         ) from exc
     _no_delay(conn)
     _keep_alive(conn)
-    return LinkEnd(conn, peer, queued=True)
+    return LinkEnd(conn, peer, queued=True, sends=TO_NODE, receives=TO_DRIVER)
 
 
 class NodeLink:
@@ -255,7 +276,7 @@ class NodeLink:
         if conn is None:  # closed before the driver came: nothing to serve
             return
         _no_delay(conn)
-        self._end = end = LinkEnd(conn, "the driver")
+        self._end = end = LinkEnd(conn, "the driver", sends=TO_DRIVER, receives=TO_NODE)
         if self._closed.is_set():
             end.close()
             return
@@ -268,8 +289,9 @@ class NodeLink:
         while True:
             try:
                 kind, seq, items = end.receive()
-            except LinkError:
-                return  # the driver went: it fences this host (see the module)
+            except LinkError:  # the driver went (it fences this host: see the module), or
+                end.close()  # sent a frame this end cannot read: closed, so its reader hears
+                return  # of it rather than beats from a host that takes nothing more
             if kind == EFFECTS:
                 self._deliver(seq, items)
             elif kind == ANSWERS:

@@ -27,6 +27,7 @@ import msgspec
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ActorMessage,
+    Batch,
     Checkpoint,
     ChildDone,
     Event,
@@ -67,7 +68,7 @@ class Tell(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Tell the live run ``run_id`` a message."""
 
     run_id: str
-    message: ActorMessage
+    message: ActorMessage | Batch
 
 
 class TellOutside(msgspec.Struct, frozen=True, gc=False, tag=True):
