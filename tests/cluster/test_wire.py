@@ -155,3 +155,16 @@ def test_a_frame_that_cannot_be_read_is_a_link_error_naming_it(data: bytes) -> N
     finally:
         end.close()
         theirs.close()
+
+
+def test_every_question_a_node_asks_the_driver_goes_as_msgpack() -> None:
+    """Each message a node host asks of the driver (``Asked.message``) must be in the typed
+    union, or it goes pickled (slower, and outside the one encoding): the node's lease
+    question (``LeaseLeft``, cluster/node_lease.py) and the senders' records included."""
+    from subagents.actors.remote import LeaseLeft, RecordMails
+
+    for question in (LeaseLeft(), RecordMails(mails=()), RememberedRules("r")):
+        data, back = _round_trip(TO_DRIVER, [Asked(1, question)])
+        assert data[0] != PICKLED, question
+        assert back == [Asked(1, question)]
+        assert type(back[0].message) is type(question)

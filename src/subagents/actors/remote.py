@@ -89,7 +89,7 @@ class Asked(msgspec.Struct, frozen=True, tag=True):
     answer goes back as an ``Answer`` with the same ``key``."""
 
     key: int
-    message: Ask | RecordMails | RememberedRules
+    message: Ask | RecordMails | RememberedRules | LeaseLeft
 
 
 class Answer(msgspec.Struct, frozen=True, tag=True):
