@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from subagents.logs import get_logger
+from subagents.store import lease_fences
 from subagents.store.base import StoreError
 from subagents.store.errors import OLDER_PROCESS_STOP, SECOND_END
 from subagents.store.schema import (
@@ -358,6 +359,20 @@ def v14_to_v15(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX mail_sender ON mail (sender, receipt)")
 
 
+def v15_to_v16(conn: sqlite3.Connection) -> None:
+    """v16: a lease's fence held in the schema (``store.lease_fences``): the taking of a
+    lease at epoch N makes the view ``lease_fence_N``, its end drops it, and the sender's
+    one statement of each durable mail names the view instead of reading ``leases`` (its
+    probe and two parameters: ~12.9k of the statement's ~113k instructions). The guards
+    refuse a lease's end that leaves its view (a runtime of before v16 still open on the
+    store: its release or takeover of a v16 lease, its taking again of one): the view would
+    let the stalled taking write on. No view is made for a lease held now: its holder is of
+    before v16, fenced by the table as before (a v16 runtime holding a lease without a view
+    records by the statements, which read it)."""
+    for guard in lease_fences.GUARDS:
+        conn.execute(guard)
+
+
 def _literal(text: str) -> str:
     """``text`` as an SQL string literal (single quotes, a quote doubled): a double-quoted
     one is an identifier, which SQLite 3.47+ reads as an expression in ``RAISE`` and a build
@@ -380,6 +395,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v12_to_v13,
     v13_to_v14,
     v14_to_v15,
+    v15_to_v16,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
