@@ -16,7 +16,8 @@ _mail_rows``: two senders taking turns, each reply's receipt naming the mail it 
 
 - ``bare``: the floor's ``INSERT`` (its file without the receipt trigger, as the floor's);
 - ``store``: the store's statement (``sqlite_record._record_one``: fenced by lease and start,
-  two journal entries carried, the receipt in its row: schema v15);
+  two journal entries carried, the receipt in its row: schema v15; the lease by its fence's
+  view, made here as its taking makes it: v16, ``store.lease_fences``);
 - ``no_receipt``, ``no_start_check``, ``no_journal``: the same with that part left out (the
   store's own statement for it, or the journal NULL);
 - ``bare_no_sender_index``, ``store_no_sender_index``: ``bare`` and ``store`` with the

@@ -77,9 +77,9 @@ _REFUSED = (
 )
 
 GUARDS = (
-    f"""CREATE TRIGGER leases_fence_on_delete BEFORE DELETE ON leases WHEN {_HELD}
+    f"""CREATE TRIGGER IF NOT EXISTS leases_fence_on_delete BEFORE DELETE ON leases WHEN {_HELD}
     BEGIN SELECT RAISE(ABORT, '{_REFUSED}'); END""",
-    f"""CREATE TRIGGER leases_fence_on_epoch BEFORE UPDATE OF epoch ON leases
+    f"""CREATE TRIGGER IF NOT EXISTS leases_fence_on_epoch BEFORE UPDATE OF epoch ON leases
     WHEN OLD.epoch IS NOT NEW.epoch AND {_HELD}
     BEGIN SELECT RAISE(ABORT, '{_REFUSED}'); END""",
 )

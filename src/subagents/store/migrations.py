@@ -363,7 +363,7 @@ def v15_to_v16(conn: sqlite3.Connection) -> None:
     """v16: a lease's fence held in the schema (``store.lease_fences``): the taking of a
     lease at epoch N makes the view ``lease_fence_N``, its end drops it, and the sender's
     one statement of each durable mail names the view instead of reading ``leases`` (its
-    probe and two parameters: ~12.9k of the statement's ~113k instructions). The guards
+    probe and two parameters: 4.5k of the statement's 115.5k instructions). The guards
     refuse a lease's end that leaves its view (a runtime of before v16 still open on the
     store: its release or takeover of a v16 lease, its taking again of one): the view would
     let the stalled taking write on. No view is made for a lease held now: its holder is of
