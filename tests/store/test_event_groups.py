@@ -2,9 +2,9 @@
 rows of their own would: the same events, numbers and order, through every reader, whether
 held one by one or a line of writes at once (``store.writes.write_all``); a bad event still
 refused by name before anything is held, whatever its shape; a damaged group row named.
-(Session 26 held a straight mail's flat events unencoded and a line's events in one call;
-reverted by its review as under the 2% rule: benchmarks/README.md. The tests of that
-attempt stay, as guards for the next one.)"""
+A straight mail's flat events are held unencoded and a line's events in one call (session
+26's attempt, reverted then as under the 2% rule alone; taken again in session 29 with the
+durable goal's other cuts: benchmarks/README.md)."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_grouped_events_read_as_rows_of_their_own_would(tmp_path: Path, seed: in
     (grouped): every run's events, every page of ``events_after`` from every number at
     every size, and the last number, the same. Seen failing with a group row numbered at
     its first event instead of its last (``_NUMBERED``'s offsets), with ``events_after``
-    not reading on to the end of the last row's stretch, and (session 26's reverted attempt)
+    not reading on to the end of the last row's stretch, and (sessions 26 and 29)
     with a run's flat events encoded when sent numbered one apart too many, or a line's
     last events never held."""
     events = _events(120, seed)
@@ -306,7 +306,7 @@ def test_an_event_the_encoder_refuses_is_refused_when_held_and_the_rest_kept(
 ) -> None:
     """An event whose data the encoder refuses (a lone surrogate) must be refused as it is
     appended, not when the batch is sent (there it would fail every write sent with it):
-    the others kept and numbered in a row. Seen failing (session 26's reverted attempt,
+    the others kept and numbered in a row. Seen failing (sessions 26 and 29,
     which held a straight mail's events unencoded) with its flat check taking any ``str``
     (the batch's commit failing, nothing kept)."""
     store = SQLiteStore(db_path)
@@ -344,7 +344,7 @@ class _CountedEvents(SQLiteStore):
 def test_a_store_whose_append_event_is_its_own_sees_every_event_of_a_line(
     db_path: Path,
 ) -> None:
-    """Seen failing (session 26's reverted attempt) with a ``SQLiteStore._apply_batch``
+    """Seen failing (sessions 26 and 29) with a ``SQLiteStore._apply_batch``
     holding a subclass's events itself."""
     store = _CountedEvents(db_path)
     events = [_mail_event(i, f"r{i % 2}") for i in range(4)]
@@ -407,7 +407,7 @@ def test_an_odd_mail_event_in_a_line_fares_as_a_row_of_its_own(
     """A mail's event with one odd field, held in a line of a batch beside flat ones, is
     refused with the same error, or stored and read back the same, as it is written alone
     as a row of its own (checked by ``encode_row``): nothing a held event's shortcut takes
-    is refused or changed by the row's check. Seen failing (session 26's reverted attempt,
+    is refused or changed by the row's check. Seen failing (sessions 26 and 29,
     flat events held unencoded) with its check's finite time and key type left out."""
     fields = {**_fields(_mail_event(1, "r0")), **odd}
     event = Event(**fields)  # type: ignore[arg-type]
