@@ -367,7 +367,7 @@ this code, and one of v14 or v15, knows it by: ``AlreadyEnded``)."""
 
 
 def end_kept(conn: sqlite3.Connection) -> None:
-    """v16 (a lead's merge may renumber it, v17: nothing in it names its number): a run's end
+    """v16 (the lease fences, ``lease_fences_held``, are v17 after it): a run's end
     is not undone either. ``runs_one_end`` refused only an end over an end (v14); a record
     saved over a run kept ended with a live status (a runtime saving a step, or a wait, of a
     run another writer had ended: a stranger, a late ``COMMIT``) was taken, and the run was
