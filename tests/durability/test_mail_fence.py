@@ -120,7 +120,7 @@ def _views(path: Path) -> list[str]:
     conn = sqlite3.connect(path)
     try:
         return [
-            row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'view'")
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")
         ]
     finally:
         conn.close()

@@ -22,7 +22,7 @@ from subagents.store.writes import AttemptFence
 
 
 def _views(path: Path) -> set[str]:
-    found = rows(path, "SELECT name FROM sqlite_schema WHERE type = 'view'")
+    found = rows(path, "SELECT name FROM sqlite_master WHERE type = 'view'")
     return {str(name) for (name,) in found}
 
 
@@ -59,7 +59,7 @@ def test_the_one_statement_reads_no_lease(sqlite_store: SQLiteStore) -> None:
     (statement,) = statements
     path = sqlite_store.path
     pages = {
-        p for (p,) in rows(path, "SELECT rootpage FROM sqlite_schema WHERE tbl_name = 'leases'")
+        p for (p,) in rows(path, "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'leases'")
     }
     program = rows(path, f"EXPLAIN {statement}")
     opened = {row[2] for row in program if row[1] in ("OpenRead", "OpenWrite")}
@@ -122,9 +122,27 @@ def test_a_lease_taken_before_v17_has_no_view_and_its_records_go_by_the_statemen
 
 def _guards(path: Path) -> list[str]:
     found = rows(
-        path, "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'leases'"
+        path, "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'leases'"
     )
     return sorted(str(name) for (name,) in found if str(name).startswith("leases_fence_"))
+
+
+def test_the_guards_read_the_schema_table_by_the_name_every_sqlite_knows(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """The guards' ``WHEN`` reads the schema table as ``sqlite_master``: ``sqlite_schema``
+    is SQLite 3.33's name, and on an older SQLite (Ubuntu 20.04's 3.31, RHEL 8's 3.26, which
+    the store still serves) a trigger naming it fails to compile, and with it every release
+    and takeover of a lease. (This machine's SQLite knows both names: the text is what can
+    be checked here.) Seen failing with the guards reading ``sqlite_schema``."""
+    path = sqlite_store.path
+    found = rows(
+        path, "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'leases'"
+    )
+    guards = [str(sql) for (sql,) in found if "lease_fence_" in str(sql)]
+    assert len(guards) == 2
+    for sql in guards:
+        assert "sqlite_master" in sql and "sqlite_schema" not in sql
 
 
 def _fenced_round(path: Path) -> None:

@@ -69,8 +69,11 @@ def missing(exc: BaseException | None) -> bool:
 
 
 _HELD = (
-    f"EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'view' AND name = '{PREFIX}' || OLD.epoch)"
+    f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = '{PREFIX}' || OLD.epoch)"
 )
+"""Whether the view of the lease's taking ``OLD`` exists: read from ``sqlite_master``, the
+schema table's name every SQLite knows (``sqlite_schema`` is 3.33's: on an older SQLite,
+Ubuntu 20.04's 3.31 or RHEL 8's 3.26, a trigger naming it fails every end of a lease)."""
 _REFUSED = (
     "this lease is fenced by its view (schema v17): a subagents of before v17 cannot end it;"
     " stop the older runtime and upgrade it"
