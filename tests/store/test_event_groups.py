@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from storekit import run as run_record
 
 from subagents.messages import Event, EventKind
 from subagents.store.base import StoreError
+from subagents.store.row_checks import FLAT_CHARS, flat_event_reads_back
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import AppendEvent, SaveRun, Write, write_all
 
@@ -418,3 +420,66 @@ def test_an_odd_mail_event_in_a_line_fares_as_a_row_of_its_own(
     finally:
         alone.close()
         lined.close()
+
+
+_EDGE_TIMES = (0.1, -0.0, 5e-324, 1.7976931348623157e308, -1.2345678901234567e-300, 1e22)
+_EDGE_DATA = (
+    {},
+    {"": ""},
+    {"mail_id": "\x00\x01\x1f\x7f", "q": '"\\/<>&'},
+    {"k\n": "\t\r\b\f", "u": "\\u0041"},
+    {"mail_id": "x" * (FLAT_CHARS - 8)},  # (at the bound with its key: flat)
+    {f"k{i}": str(i) for i in range(20)},  # (the order of many keys)
+)
+
+
+def _edge_events() -> list[Event]:
+    """Flat events (every one held unencoded) at their edges: times that print long or
+    signed, data of control characters, quotes, backslashes, empty keys, many keys, the
+    longest flat; runs with a parent or not, fields not ASCII (the group's run fields are
+    encoded as any group's), a deep depth; two runs interleaved, so each is a group row."""
+    out = []
+    for i in range(2 * len(_EDGE_TIMES) * len(_EDGE_DATA)):
+        run = ("r\u00e9", "r0")[i % 2]
+        out.append(
+            Event(
+                kind=(EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED)[i % 2],
+                run_id=run,
+                agent=f"agent \u00e9 {run}",
+                root_run_id="r0",
+                parent_run_id=None if run == "r0" else "r0",
+                depth=0 if run == "r0" else 2**62,
+                ts=_EDGE_TIMES[i % len(_EDGE_TIMES)],
+                data=_EDGE_DATA[i % len(_EDGE_DATA)],
+            )
+        )
+    return out
+
+
+def test_flat_events_held_unencoded_read_back_exactly_as_rows_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """Flat events at their edges (``_edge_events``), written as a line of writes in one
+    batch (held unencoded, encoded in one call per run when sent) and each as a row of its
+    own: the same events read back, every field equal, each time to its bits (``-0.0``
+    kept), in the order written, numbered alike. Seen failing (review of e-durable21) with
+    a flat group's times encoded to 15 digits, and with every event of a flat group given
+    its first event's data."""
+    events = _edge_events()
+    assert all(flat_event_reads_back(event) for event in events)
+    with _rows_and_grouped(tmp_path) as (rows, grouped):
+        for event in events:
+            rows.append_event(event)
+        with grouped.batch():
+            write_all(grouped, [AppendEvent(event) for event in events])
+        assert grouped.events_after(0, limit=1000) == rows.events_after(0, limit=1000)
+        read = [stored.event for stored in grouped.events_after(0, limit=1000)]
+        assert read == events
+        assert [struct.pack("<d", e.ts) for e in read] == [struct.pack("<d", e.ts) for e in events]
+        assert [list(e.data) for e in read] == [list(e.data) for e in events]
+        for run_id in ("r0", "r\u00e9"):
+            assert grouped.events(run_id) == [e for e in events if e.run_id == run_id]
+        groups = sqlite3.connect(grouped.path).execute(
+            "SELECT count(*) FROM events WHERE kind = 'events'"
+        )
+        assert groups.fetchone()[0] == 2  # (two runs, a group row each: the flat path taken)
