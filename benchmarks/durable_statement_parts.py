@@ -16,7 +16,8 @@ _mail_rows``: two senders taking turns, each reply's receipt naming the mail it 
 
 - ``bare``: the floor's ``INSERT`` (its file without the receipt trigger, as the floor's);
 - ``store``: the store's statement (``sqlite_record._record_one``: fenced by lease and start,
-  two journal entries carried, the receipt in its row: schema v15);
+  two journal entries carried, the receipt in its row: schema v15; the lease by its fence's
+  view, made here as its taking makes it: v17, ``store.lease_fences``);
 - ``no_receipt``, ``no_start_check``, ``no_journal``: the same with that part left out (the
   store's own statement for it, or the journal NULL);
 - ``bare_no_sender_index``, ``store_no_sender_index``: ``bare`` and ``store`` with the
@@ -69,6 +70,7 @@ JOURNAL = (
 def _file(path: Path, variant: str) -> sqlite3.Connection:
     """A store's file for ``variant``, its lease and the ping-pong's two runs (and two more)
     in it, set as the store's is but with no automatic checkpoint."""
+    from subagents.store import lease_fences
     from subagents.store.sqlite import SQLiteStore
 
     SQLiteStore(path).close()
@@ -94,6 +96,8 @@ def _file(path: Path, variant: str) -> sqlite3.Connection:
         " VALUES (?, 'h', 1, 0, 0, ?, ?)",
         (OWNER, f'{{"epoch": {EPOCH}}}', EPOCH),
     )
+    if not variant.startswith("bare"):  # (its fence, as its taking made it: v17)
+        conn.execute(lease_fences.create_sql(EPOCH))
     for run_id in (*_RUNS, *(f"{r}x" for r in _RUNS)):
         conn.execute(
             "INSERT INTO runs (run_id, agent, status, root_run_id, depth, created_at, record)"
@@ -120,13 +124,13 @@ def _statements(variant: str, n: int) -> tuple[str, list[tuple[Any, ...]]]:
     journal = None if variant == "no_journal" else JOURNAL
     out = []
     for i, row in enumerate(rows):
-        params: tuple[Any, ...] = (*row, journal, OWNER, EPOCH)
+        params: tuple[Any, ...] = (*row, journal)  # (the lease: its view, since v17)
         if start:
             params += (row[1], 0, 0)
         if receipt:
             params += (rows[i - 1][0] if i else "none",)
         out.append(params)
-    return _record_one(start, receipt), out
+    return _record_one(start, receipt, EPOCH), out
 
 
 def _loop(variant: str, n: int, folder: Path) -> None:

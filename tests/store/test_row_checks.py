@@ -10,7 +10,13 @@ import msgspec
 import pytest
 
 from subagents.messages import Event, EventKind, Mail, MailState
-from subagents.store.row_checks import FIELDS, READS_BACK
+from subagents.store.row_checks import (
+    FIELDS,
+    FLAT_CHARS,
+    READS_BACK,
+    SURE_EVENT_BYTES,
+    flat_event_reads_back,
+)
 from subagents.store.sqlite_tx import encode_row
 
 
@@ -181,3 +187,52 @@ def test_an_event_too_deep_to_encode_is_refused_with_its_name() -> None:
         encode_row(_event(data={"input": _nested(5000)}), decoder, "an event")
     deep = _event(data={"input": _nested(600)})  # (decoded in encode_row: not sure)
     assert decoder.decode(encode_row(deep, decoder, "an event")) == deep
+
+
+_FLAT = {"mail_id": "m1", "recipient": "r2"}
+"""A straight mail's event's data: ids."""
+
+
+@pytest.mark.parametrize("field_value", _BAD_OR_ODD)
+def test_an_odd_flat_event_is_not_taken_as_flat(field_value: tuple[str, Any]) -> None:
+    """The flat check (an event held unencoded, encoded when its batch is sent) says sure
+    only of what reads back: each odd field that would not is not flat. Seen failing with
+    the finite time's check left out (a NaN taken as flat)."""
+    field, value = field_value
+    event = _event(**{"data": _FLAT, field: value})
+    if not _reads_back(event):
+        assert not flat_event_reads_back(event), f"{field} = {value!r} taken as flat"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param({"mail_id": "m\ud800"}, id="a lone surrogate: msgspec cannot encode it"),
+        pytest.param({"text": "é"}, id="not ascii"),
+        pytest.param({"count": 1}, id="an int"),
+        pytest.param({"ids": ["m1"]}, id="a list"),
+        pytest.param({"x": None}, id="None"),
+        pytest.param({1: "x"}, id="a key not a str"),
+        pytest.param({"x": _Str("y")}, id="a str subclass"),
+        pytest.param({"blob": "x" * FLAT_CHARS}, id="longer than FLAT_CHARS"),
+    ],
+)
+def test_only_a_flat_data_of_ascii_strings_is_flat(data: dict[Any, Any]) -> None:
+    """Flat means one level of ASCII strings: nothing the encoder could refuse when the
+    batch is sent (a lone surrogate raises there, failing every write sent with it), nor
+    nest. Seen failing with ``isascii`` left out (the surrogate taken as flat)."""
+    assert flat_event_reads_back(_event(data=_FLAT))
+    assert not flat_event_reads_back(_event(data=data))
+
+
+def test_the_longest_flat_event_encodes_within_the_sure_bytes() -> None:
+    """A flat event is held as a short one is (a long one is a row of its own: its failure
+    named alone, tests/store/test_store_deferred.py): at ``FLAT_CHARS`` of the characters
+    that encode longest, in the longest kind, it still encodes within ``SURE_EVENT_BYTES``.
+    Seen failing with the bound at twice ``FLAT_CHARS``."""
+    longest = max(EventKind, key=lambda kind: len(kind.value))
+    items = (FLAT_CHARS - 2) // 2
+    data = {chr(1) * (items - 1): "\x02" * (FLAT_CHARS - items - 1)}
+    event = _event(kind=longest, ts=-1.2345678901234567e-300, data=data)
+    assert flat_event_reads_back(event)
+    assert len(msgspec.json.encode((event.kind, event.ts, event.data))) <= SURE_EVENT_BYTES

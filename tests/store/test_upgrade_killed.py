@@ -109,6 +109,7 @@ def _version(path: Path) -> int:
         ("CREATE TRIGGER mail_receipt", 0, 11),  # renamed, indexes made again
         ("DROP TRIGGER IF EXISTS mail_receipt", 0, 11),  # v15: the trigger about to go
         ("mail (sender, receipt)", 0, 11),  # v15: the trigger and v14's index gone
+        ("leases_fence_on_epoch", 0, 11),  # v17: its first guard made, not its second
         ("COMMIT", 0, 11),  # every migration done, not committed
         ("upgraded", 0, SCHEMA_VERSION),  # committed, the log not yet checkpointed
     ],
@@ -142,4 +143,6 @@ def test_a_kill_during_the_v12_upgrade_leaves_the_file_whole_at_one_version(
         assert len(store.mail_for("r3")) == len([1 for i in range(MAILS) if i % 7 == 3])
     assert rows(path, "PRAGMA integrity_check") == [("ok",)]
     assert rows(path, kept) == before
+    guards = "SELECT name FROM sqlite_master WHERE name LIKE 'leases_fence_on_%' ORDER BY name"
+    assert rows(path, guards) == [("leases_fence_on_delete",), ("leases_fence_on_epoch",)]
     assert "mail" not in {name for (name,) in rows(path, "SELECT name FROM sqlite_sequence")}

@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from subagents.logs import get_logger
+from subagents.store import lease_fences
 from subagents.store.base import StoreError
 from subagents.store.errors import OLDER_PROCESS_STOP, SECOND_END
 from subagents.store.schema import (
@@ -366,7 +367,7 @@ this code, and one of v14 or v15, knows it by: ``AlreadyEnded``)."""
 
 
 def end_kept(conn: sqlite3.Connection) -> None:
-    """v16 (a lead's merge may renumber it, v17: nothing in it names its number): a run's end
+    """v16 (the lease fences, ``lease_fences_held``, are v17 after it): a run's end
     is not undone either. ``runs_one_end`` refused only an end over an end (v14); a record
     saved over a run kept ended with a live status (a runtime saving a step, or a wait, of a
     run another writer had ended: a stranger, a late ``COMMIT``) was taken, and the run was
@@ -385,6 +386,21 @@ def end_kept(conn: sqlite3.Connection) -> None:
             AND (new.status IS NOT old.status OR new.ended_at IS NOT old.ended_at)
         BEGIN SELECT RAISE(ABORT, {_literal(END_KEPT_SAYS)}); END"""
     )
+
+
+def lease_fences_held(conn: sqlite3.Connection) -> None:
+    """v17 (after v16's ``end_kept``): a lease's fence held in the schema
+    (``store.lease_fences``): the taking of a lease at epoch N makes the view
+    ``lease_fence_N``, its end drops it, and the sender's one statement of each durable
+    mail names the view instead of reading ``leases`` (its probe and two parameters: 4.5k
+    of the statement's 115.5k instructions). The guards refuse a lease's end that leaves
+    its view (a runtime of before v17 still open on the store: its release or takeover of a
+    v17 lease, its taking again of one): the view would let the stalled taking write on. No
+    view is made for a lease held now: its holder is of before v17, fenced by the table as
+    before (a v17 runtime holding a lease without a view records by the statements, which
+    read it)."""
+    for guard in lease_fences.GUARDS:
+        conn.execute(guard)
 
 
 def _literal(text: str) -> str:
@@ -410,6 +426,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v13_to_v14,
     v14_to_v15,
     end_kept,
+    lease_fences_held,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -53,6 +53,47 @@ def _event_reads_back(event: Event, raw: bytes) -> bool:
     )
 
 
+FLAT_CHARS = (SURE_EVENT_BYTES - 64) // 6
+"""The most characters a flat event's data holds (each key and value, and one per item):
+an ASCII character encodes to at most 6 bytes (``\\u00XX``), an item's quotes, colon and
+comma to 6, and the event's kind (at most 17) and time (at most 24) with their brackets to
+under 64: so a flat event encodes to at most ``SURE_EVENT_BYTES``, as a held one must (a
+longer event is a row of its own: its failure, a full disk, named alone)."""
+
+
+def flat_event_reads_back(event: Event) -> bool:
+    """Whether ``event`` surely encodes and reads back without being encoded to tell: its
+    fields as ``_event_reads_back`` asks, and its ``data`` flat and short, every key and
+    value an ASCII ``str`` (one level deep, and nothing msgspec cannot encode: not a lone
+    surrogate, which ``UnicodeEncodeError``s), ``FLAT_CHARS`` at most in all. A straight
+    mail's two events are so (``mail_sent``, ``mail_delivered``: ids, ~80 characters), and
+    are encoded once, when their batch is sent (``sqlite_event_groups``), not once to be
+    checked and again to be written."""
+    parent = event.parent_run_id
+    ts = event.ts
+    data = event.data
+    if not (
+        type(event.kind) is EventKind
+        and type(event.run_id) is str
+        and type(event.agent) is str
+        and type(event.root_run_id) is str
+        and (parent is None or type(parent) is str)
+        and type(event.depth) is int
+        and type(ts) is float
+        and _isfinite(ts)
+        and type(data) is dict
+    ):
+        return False
+    size = 0
+    for key, value in data.items():  # (a loop: no call per item)
+        if type(key) is not str or type(value) is not str:
+            return False
+        if not (key.isascii() and value.isascii()):
+            return False
+        size += len(key) + len(value) + 1
+    return size <= FLAT_CHARS
+
+
 def _mail_reads_back(mail: Mail, raw: bytes) -> bool:  # (no nesting: every field flat)
     # (the optional strings checked inline: a call each was 4 of a durable mail's ~210 calls
     # on its sender's thread; benchmarks/mail.py work_by_role)

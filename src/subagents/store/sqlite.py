@@ -53,7 +53,7 @@ from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
 from subagents.store.sqlite_approvals import ApprovalRows
-from subagents.store.sqlite_events import EventRows
+from subagents.store.sqlite_events import EventRows, write_holding_events
 from subagents.store.sqlite_mail import MailRows
 from subagents.store.sqlite_outcomes import OutcomeRows
 from subagents.store.sqlite_previews import PreviewRows
@@ -345,6 +345,8 @@ class SQLiteStore(RunStore):
     def append_event(self, event: Event) -> None:
         self._events.append_event(event)
 
+    _apply_batch = write_holding_events  # (``write_all``'s hook: a line's events in one call)
+
     def events(self, run_id: str) -> list[Event]:
         return self._events.events(run_id)
 
@@ -354,9 +356,7 @@ class SQLiteStore(RunStore):
     def last_event_seq(self) -> int:
         return self._events.last_event_seq()
 
-    # -----------------------------------------------------------------------------------------
     # live previews: scratch for viewers in other processes (store.sqlite_previews)
-    # -----------------------------------------------------------------------------------------
 
     def save_preview(self, preview: Preview) -> None:
         self._previews.save_preview(preview)

@@ -32,14 +32,15 @@ import msgspec
 
 from subagents.messages import Event, EventKind, StoredEvent
 from subagents.store.deferred import GROUPED, Params, joined
-from subagents.store.row_checks import READS_BACK
+from subagents.store.row_checks import READS_BACK, flat_event_reads_back
 
 GROUP_KIND = "events"
 """The ``kind`` column of a group row (no event's kind: those are ``EventKind`` values)."""
 
 HELD_EVENT = "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?) -- held"
-"""An event held in a batch: its row's columns, its own part of a group's document (kind,
-time, data: ``item_text``) and the event; turned into statements by ``statements``."""
+"""An event held in a batch (``held_row``): its row's columns, its own part of a group's
+document (kind, time, data: ``item_text``) or None (a flat event, encoded when sent) and
+the event; turned into statements by ``statements``."""
 
 _PLAIN = "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)"
 
@@ -91,6 +92,23 @@ def item_text(event: Event) -> str | None:
     return raw.decode("utf-8") if _sure(event, raw) else None
 
 
+def held_row(event: Event) -> Params | None:
+    """``event`` as a ``HELD_EVENT`` row if it surely reads back inside a group row; None if
+    not (the caller checks it as a row of its own: ``item_text``). A flat event
+    (``row_checks.flat_event_reads_back``: a straight mail's two) is held unencoded: its
+    run's row encodes it when the batch is sent, every event of the run in one call, as a
+    stretch of rows of their own encoded each event when sent already (``_plain``). Why:
+    an event encoded to be held and its text joined again into its group's cost the
+    supervisor ~1 us of a durable mail's two events (``benchmarks/README.md``, session 26).
+    A held event is not copied: an ``Event`` is frozen, and nothing changes its ``data``
+    after it is appended (a stretch of rows of their own never read it sooner)."""
+    kind = event.kind._value_  # (the member's own attribute: ``.value`` is 2 Python calls)
+    if flat_event_reads_back(event):
+        return (event.run_id, kind, event.ts, None, event)
+    text = item_text(event)
+    return None if text is None else (event.run_id, kind, event.ts, text, event)
+
+
 def statements(rows: list[Params]) -> list[tuple[str, Params]]:
     """The statements of a stretch's held events (``HELD_EVENT`` rows, in the order held):
     one row as the row it always was; several as a row per run (see the module)."""
@@ -110,14 +128,25 @@ def statements(rows: list[Params]) -> list[tuple[str, Params]]:
         top = its[-1][0]
         first = its[0][1]
         event: Event = first[4]
-        run = _encoder.encode(
-            (event.run_id, event.agent, event.root_run_id, event.parent_run_id, event.depth)
-        ).decode("utf-8")
-        items = ",".join(f"[{top - number},{row[3][1:]}" for number, row in its)
-        text = f"[{run},{total - top},[{items}]]"
+        run = (event.run_id, event.agent, event.root_run_id, event.parent_run_id, event.depth)
+        if all(row[3] is None for _, row in its):  # flat (a mail's): encoded here, in one call
+            items = [(top - number, row[1], row[2], row[4].data) for number, row in its]
+            text = _encoder.encode((run, total - top, items)).decode("utf-8")
+        else:  # some encoded when held: their texts joined
+            text = _joined_group(run, total - top, [(top - number, row) for number, row in its])
         out.append((_NUMBERED, (top - below, first[0], GROUP_KIND, first[2], text)))
         below = top
     return out
+
+
+def _joined_group(run: tuple[Any, ...], end: int, items: list[tuple[int, Params]]) -> str:
+    """A group row's document from its events' texts (``item_text``, or encoded now: a flat
+    one), each below the row's number by ``back``."""
+    parts = [
+        f"[{back},{(row[3] or _encoder.encode((row[1], row[2], row[4].data)).decode())[1:]}"
+        for back, row in items
+    ]
+    return f"[{_encoder.encode(run).decode()},{end},[{','.join(parts)}]]"
 
 
 def _plain(rows: list[Params]) -> list[tuple[str, Params]]:

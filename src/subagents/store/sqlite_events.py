@@ -8,20 +8,22 @@ other processes (``subagents watch``, the web console) poll to follow the store 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from subagents.messages import Event, StoredEvent
-from subagents.store.deferred import many_rows
+from subagents.store.deferred import Params, many_rows
 from subagents.store.sqlite_event_groups import (
     GROUP_KIND,
     HELD_EVENT,
     expand,
+    held_row,
     in_order,
-    item_text,
 )
 from subagents.store.sqlite_tx import Transactions, encode_row
+from subagents.store.writes import APPLY, AppendEvent, Write, superseded
 
 _decoder = msgspec.json.Decoder(Event)
 
@@ -36,21 +38,16 @@ class EventRows:
         self.tx = tx
 
     def append_event(self, event: Event) -> None:
-        kind = event.kind._value_  # (the member's own attribute: ``.value`` is 2 Python calls)
         tx = self.tx
         # held in a batch: one row per run of what the batch sends together, if the event
-        # surely reads back inside a group row (``item_text``). One that does not (a long
+        # surely reads back inside a group row (``held_row``). One that does not (a long
         # document: it may be nested near the decoder's limit, which a group row's two
         # levels more would pass) is checked and written as a row of its own, as before.
-        text = item_text(event) if tx.in_batch else None
-        if text is not None:
-            tx.defer(
-                "events",
-                HELD_EVENT,
-                (event.run_id, kind, event.ts, text, event),
-                f"appending a {kind} event of run {event.run_id}",
-            )
+        row = held_row(event) if tx.in_batch else None
+        if row is not None:
+            tx.defer("events", HELD_EVENT, row, f"appending a {row[1]} event of run {row[0]}")
             return
+        kind = event.kind._value_  # (the member's own attribute: ``.value`` is 2 Python calls)
         tx.defer(
             "events",
             APPEND_EVENT,
@@ -62,6 +59,34 @@ class EventRows:
             ),
             f"appending a {kind} event of run {event.run_id}",
         )
+
+    def hold_all(self, events: list[Event]) -> None:
+        """``append_event`` of each of ``events`` in order, inside the open batch: those held
+        (``held_row``) as one entry (``Transactions.defer_rows``: one ``doing`` text, one
+        entry for the batch's flush to walk), any other a row of its own, checked as
+        ``append_event`` checks it (a bad one refused by name, those before it held)."""
+        tx = self.tx
+        if not tx.in_batch:  # (``HELD_EVENT`` rows are sent only by a batch's flush)
+            for event in events:
+                self.append_event(event)
+            return
+        rows: list[Params] = []
+        for event in events:
+            row = held_row(event)
+            if row is not None:
+                rows.append(row)
+                continue
+            if rows:
+                self._hold(rows)
+                rows = []
+            self.append_event(event)
+        if rows:
+            self._hold(rows)
+
+    def _hold(self, rows: list[Params]) -> None:
+        first = rows[0]
+        doing = f"appending a {first[1]} event of run {first[0]}"
+        self.tx.defer_rows("events", HELD_EVENT, rows, doing)
 
     def _numbered(self, rows: list[Any]) -> tuple[list[tuple[int, Event]], int]:
         """``rows`` (seq, kind, event) as numbered events, and the last number they cover
@@ -132,3 +157,45 @@ _FIRST_ROWS = 16
 def _decode(tx: Transactions, seq: int, decoder: Any, raw: str) -> Any:
     """A group row decoded, named as its row if damaged."""
     return tx.decode(decoder, raw, "events", seq)
+
+
+def write_holding_events(store: Any, writes: Sequence[Write]) -> None:
+    """``writes`` in order, into ``store``'s open batch (``SQLiteStore._apply_batch``: the
+    hook of ``store.writes.write_all``), each run of consecutive events held by one call
+    (``EventRows.hold_all``), every other write through its method (``APPLY``), a run's
+    superseded saves left out (``superseded``) as ``write_all`` leaves them. Why: a line of
+    the supervisor's records is a durable ping-pong's ~10-20 mails, two events each, and
+    each event through ``write_all``'s dispatch and the store's methods was ~7 Python
+    calls (``benchmarks/README.md``, session 26). A store whose ``append_event`` is its
+    own (a subclass counting or failing its writes) has every event go through it."""
+    events: EventRows | None = store._events if _appends_as_sqlite(type(store)) else None
+    skip = superseded(writes) if len(writes) > 1 else ()
+    apply = APPLY
+    held: list[Event] = []
+    for i, write in enumerate(writes):
+        if type(write) is AppendEvent and events is not None:
+            held.append(write.event)
+            continue
+        if i in skip:
+            continue
+        if held and events is not None:
+            events.hold_all(held)
+            held = []
+        apply[type(write)](store, write)
+    if held and events is not None:
+        events.hold_all(held)
+
+
+def _appends_as_sqlite(cls: type) -> bool:
+    """Whether ``cls``'s ``append_event`` is ``SQLiteStore``'s own (not a subclass's)."""
+    known = _APPENDS_AS_SQLITE.get(cls)
+    if known is None:
+        owner = next(k for k in cls.__mro__ if "append_event" in vars(k))
+        known = _APPENDS_AS_SQLITE[cls] = (
+            owner.__qualname__ == "SQLiteStore" and owner.__module__ == _SQLITE
+        )
+    return known
+
+
+_APPENDS_AS_SQLITE: dict[type, bool] = {}
+_SQLITE = "subagents.store.sqlite"

@@ -8,6 +8,7 @@ writer is a runtime's supervisor.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Collection
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import COMMAND_KINDS, Command, Lease
+from subagents.store import lease_fences
 from subagents.store.base import Fenced, fenced_message
 from subagents.store.sqlite_tx import Transactions, encode_row
 
@@ -131,6 +133,8 @@ class ProcessRows:
                 conn, "SELECT value FROM meta WHERE key = 'lease_epoch'", (), doing
             ).fetchone()
             epoch = int(raw)
+            self._end_fences(conn, lease.owner, None, doing)  # (a taking of before: over)
+            self.tx.write_sql(conn, lease_fences.create_sql(epoch), (), doing)
             self.tx.write_sql(
                 conn,
                 """INSERT INTO leases (owner, epoch, host, pid, renewed_at, expires_at, lease)
@@ -159,11 +163,25 @@ class ProcessRows:
     def release_lease(self, owner: str, epoch: int | None = None) -> None:
         doing = f"releasing lease {owner}"
         with self.tx.writing() as conn:
+            self._end_fences(conn, owner, epoch, doing)
             if epoch is None:
                 self.tx.write_sql(conn, "DELETE FROM leases WHERE owner = ?", (owner,), doing)
             else:
                 sql = f"DELETE FROM leases WHERE owner = ? AND {EPOCH} = ?"
                 self.tx.write_sql(conn, sql, (owner, epoch), doing)
+
+    def _end_fences(
+        self, conn: sqlite3.Connection, owner: str, epoch: int | None, doing: str
+    ) -> None:
+        """The fence views of ``owner``'s taking (at ``epoch`` if given) dropped, in the
+        transaction that ends it, before its row goes (``store.lease_fences``)."""
+        sql = f"SELECT {EPOCH} FROM leases WHERE owner = ?"
+        params: tuple[object, ...] = (owner,)
+        if epoch is not None:
+            sql, params = sql + f" AND {EPOCH} = ?", (owner, epoch)
+        found = self.tx.write_sql(conn, sql, params, doing).fetchall()
+        for held in lease_fences.epochs(row[0] for row in found):
+            self.tx.write_sql(conn, lease_fences.drop_sql(held), (), doing)
 
     def check_fence(self, owner: str, epoch: int) -> None:
         """Inside a batch (``BEGIN IMMEDIATE``: the write lock is held until its commit), so no

@@ -296,6 +296,9 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""
 
+APPLY = _APPLY
+"""``_APPLY``, for a store's own ``_apply_batch`` (``sqlite_events.write_holding_events``)."""
+
 
 def apply_writes(store: RunStore, writes: Iterable[Write]) -> None:
     """Carry out ``writes`` in order (the caller holds the batch they belong to)."""
