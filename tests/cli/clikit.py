@@ -1,5 +1,7 @@
 """Helpers for the `subagents` command tests: a team of scripted agents in a tmp dir, and the
-real command run in subprocesses against a store in a tmp dir.
+real command run against a store in a tmp dir: in a subprocess, or, for a command that only
+reads or answers the store, its entry point called in this process (``in_process``), isolated
+as a subprocess would be and answered the same way.
 
 Every wait polls an observable condition (the store, read as `subagents ps --json` reads it)
 until a deadline; nothing sleeps a fixed time.
@@ -21,12 +23,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+from in_process import run_main
 
+from subagents.cli.main import _command_in
 from subagents.cli.ps_cmd import ps_row
 from subagents.store.leases import Liveness
 from subagents.store.opening import open_location
 
 T = TypeVar("T")
+
+IN_PROCESS = frozenset(
+    {"ps", "info", "log", "tree", "stop", "send", "prune", "approvals", "approve", "deny", "wait"}
+    | {"events", "agents", "completion"}
+)
+"""The commands ``Cli(...)`` runs in this process: each reads the store or writes an answer,
+a stop or a mail into it, and ends; none starts a runtime, forks, takes a terminal or a signal
+(``events`` and ``log`` follow the store only when asked: ``Cli.start`` runs those). Every
+other (``run``, ``resume``, ``continue``, ``demo``, ``doctor``, ``serve``, ``attach``, none at
+all: ``--version``) runs in a subprocess, as does any command through ``Cli.process``."""
 
 DEADLINE_S = 90.0
 """A hang guard for each wait and command (a passing one returns at once; on a loaded machine
@@ -193,6 +207,43 @@ class Cli:
         stdin: str | None = None,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """The command's exit code, stdout and stderr: run in this process when it is one of
+        ``IN_PROCESS`` (``timeout`` is then pytest-timeout's), else in a subprocess."""
+        if _command_in(args) in IN_PROCESS:
+            return run_main(args, env={**self.env, **(env or {})}, cwd=self.root, stdin=stdin)
+        return self.process(*args, timeout=timeout, stdin=stdin, env=env)
+
+    def raw(
+        self,
+        *args: str | bytes,
+        stdin: bytes = b"",
+        timeout: float = DEADLINE_S,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """The command with bytes in and out (argv words and stdin that may not be UTF-8, its
+        output undecoded): in this process for ``IN_PROCESS``'s commands, as ``__call__``."""
+        words = [os.fsdecode(a) for a in args]
+        environment = {**self.env, **(env or {})}
+        if _command_in(words) in IN_PROCESS:
+            return run_main(args, env=environment, cwd=self.root, stdin=stdin, text=False)
+        return subprocess.run(
+            [*self.argv(), *args],
+            input=stdin,
+            capture_output=True,
+            env=environment,
+            cwd=self.root,
+            timeout=timeout,
+        )
+
+    def process(
+        self,
+        *args: str,
+        timeout: float = DEADLINE_S,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """The command in a subprocess of its own, whatever it is: where the process is what
+        is tested (its exit under a real interpreter, what it imports, a second writer)."""
         return subprocess.run(
             self.argv(*args),
             capture_output=True,

@@ -1,0 +1,79 @@
+"""The in-process command (``in_process.run_main``, what ``Cli(...)`` uses for the commands
+that only read or answer the store) answers as the command in a subprocess answers, and leaves
+this process as it found it: its environment, working directory, logging, signal handlers."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import structlog
+from clikit import IN_PROCESS, Cli
+from in_process import run_main
+
+from subagents import logs
+
+SAME = [
+    ["ps", "--all"],  # no store yet: a hint on stderr, exit 0
+    ["info", "r-no-such"],  # an unknown run: exit 1 naming it
+    ["approve", "  "],  # an empty id: bad usage, exit 2
+    ["stop"],  # RUN or --all missing: bad usage
+    ["ps", "--bogus"],  # argparse's own usage error (SystemExit(2))
+    ["completion", "bash"],
+    ["ps", "--log-level", "loud"],  # a bad level refused before the command
+    ["agents", "--json"],
+    ["ps", "--all", "--agent", "caf\udce9"],  # argv bytes not UTF-8, as Python decodes them
+]
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+@pytest.mark.parametrize("args", SAME, ids=[" ".join(a) for a in SAME])
+def test_a_command_here_answers_as_in_a_subprocess(cli: Cli, args: list[str]) -> None:
+    here = cli(*args)
+    there = cli.process(*args)
+    assert (here.returncode, here.stdout, here.stderr) == (
+        there.returncode,
+        there.stdout,
+        there.stderr,
+    )
+
+
+def test_every_command_run_here_is_one_a_test_could_run_twice(cli: Cli) -> None:
+    """A second call sees nothing of the first (the command keeps no module state)."""
+    for command in sorted(IN_PROCESS):
+        first, second = cli(command, "--help"), cli(command, "--help")
+        assert first.returncode == 0, first.stderr
+        assert (first.stdout, first.stderr) == (second.stdout, second.stderr), command
+
+
+def test_the_process_is_left_as_it_was(cli: Cli, tmp_path: Path) -> None:
+    env, cwd = dict(os.environ), os.getcwd()
+    config = structlog.get_config()
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    pending = logs._pending
+    proc = run_main(
+        ["-vv", "--log-json", "ps", "--all"],
+        env={**cli.env, "SUBAGENTS_LOG_LEVEL": "debug", "NO_COLOR": "1"},
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1 and "no run store at" in proc.stderr, proc  # (none made yet)
+    assert dict(os.environ) == env and os.getcwd() == cwd
+    assert structlog.get_config() == config and logs._pending == pending
+    assert {n: signal.getsignal(n) for n in handlers} == handlers
+
+
+def test_the_command_sees_its_own_environment_and_directory(cli: Cli) -> None:
+    """``--state`` relative to the command's directory, ``$SUBAGENTS_STATE`` from its
+    environment: neither is this process's."""
+    (cli.root / "here.sqlite3").touch()  # an empty file: an empty store
+    named = cli("ps", "--all", "--state", "here.sqlite3")
+    assert (named.returncode, named.stderr) == (0, "no runs\n"), named
+    missing = cli.root / "there" / "x.db"
+    elsewhere = cli("ps", "--all", env={"SUBAGENTS_STATE": str(missing)})
+    assert elsewhere.returncode == 1 and f"no run store at {missing}" in elsewhere.stderr
