@@ -18,7 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -160,6 +160,30 @@ def write_lock_held(path: Path) -> Iterator[None]:
         lock.close()
 
 
+def run_command(
+    args: Sequence[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    stdin: str | None = None,
+    timeout: float = DEADLINE_S,
+) -> subprocess.CompletedProcess[str]:
+    """`subagents ARGS` with ``env`` as its whole environment, in ``cwd``: in this process
+    when its command is one of ``IN_PROCESS`` (``timeout`` is then pytest-timeout's), else
+    in a subprocess; its exit code, stdout and stderr either way."""
+    if _command_in(args) in IN_PROCESS:
+        return run_main(args, env=env, cwd=cwd, stdin=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "subagents.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+        env=env,
+        cwd=cwd,
+    )
+
+
 def write_team(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in TEAM.items():
@@ -209,9 +233,8 @@ class Cli:
     ) -> subprocess.CompletedProcess[str]:
         """The command's exit code, stdout and stderr: run in this process when it is one of
         ``IN_PROCESS`` (``timeout`` is then pytest-timeout's), else in a subprocess."""
-        if _command_in(args) in IN_PROCESS:
-            return run_main(args, env={**self.env, **(env or {})}, cwd=self.root, stdin=stdin)
-        return self.process(*args, timeout=timeout, stdin=stdin, env=env)
+        environment = {**self.env, **(env or {})}
+        return run_command(args, env=environment, cwd=self.root, stdin=stdin, timeout=timeout)
 
     def raw(
         self,
