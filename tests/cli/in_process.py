@@ -25,8 +25,8 @@ What a subprocess isolated, and what is done here for each:
 - signal handlers: the ones a command could install, restored after it;
 - module state: none of the commands run here keeps any a second call would see (their
   caches hold pure values: ``functools.cache`` of types and parsed built-ins); threads and
-  descriptors are checked instead: a command that leaves a thread running or a file open
-  (a store not closed) fails the test that ran it, naming what it left.
+  files are checked instead: a command that leaves a thread an interpreter would wait for,
+  or a file open (a store not closed), fails the test that ran it, naming what it left.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import io
 import locale
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -147,22 +148,24 @@ def _logging_and_signals() -> Iterator[None]:
 
 
 def _left_behind(threads: set[threading.Thread], fds: set[str]) -> str | None:
-    """What the command left running or open, if anything (after letting its threads end)."""
+    """What the command left running or open, if anything (after letting its threads end):
+    a thread that is not a daemon (an interpreter would wait for it at its exit: the command
+    would not end) or a file (a store not closed). Only those: a server of the test's own
+    (``FakeMessagesAPI``) starts daemon threads and opens sockets meanwhile, which are not
+    the command's."""
     deadline = time.monotonic() + LINGER_S
-    for thread in set(threading.enumerate()) - threads:
+    new = [t for t in set(threading.enumerate()) - threads if not t.daemon]
+    for thread in new:
         thread.join(max(0.0, deadline - time.monotonic()))
-    alive = [t.name for t in set(threading.enumerate()) - threads if t.is_alive()]
+    alive = [t.name for t in new if t.is_alive()]
     if alive:
-        return f"threads still running: {alive}"
-    opened = _open_fds() - fds
-    if opened:
-        targets = []
-        for fd in sorted(opened):
-            with contextlib.suppress(OSError):
-                targets.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
-        if targets:  # (a descriptor gone since the listing was the listing's own)
-            return f"descriptors left open: {targets}"
-    return None
+        return f"threads running: {alive}"
+    files = []
+    for fd in sorted(_open_fds() - fds):
+        with contextlib.suppress(OSError):  # (gone since the listing: the listing's own)
+            if stat.S_ISREG(os.stat(f"/proc/self/fd/{fd}").st_mode):
+                files.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+    return f"files open: {files}" if files else None
 
 
 def run_main(
