@@ -40,7 +40,8 @@ IN_PROCESS = frozenset(
 a stop or a mail into it, and ends; none starts a runtime, forks, takes a terminal or a signal
 (``events`` and ``log`` follow the store only when asked: ``Cli.start`` runs those). Every
 other (``run``, ``resume``, ``continue``, ``demo``, ``doctor``, ``serve``, ``attach``, none at
-all: ``--version``) runs in a subprocess, as does any command through ``Cli.process``."""
+all: ``--version``) runs in a subprocess, as does one on a Ray cluster's store
+(``runs_here``) and any command through ``Cli.process``."""
 
 DEADLINE_S = 90.0
 """A hang guard for each wait and command (a passing one returns at once; on a loaded machine
@@ -160,6 +161,19 @@ def write_lock_held(path: Path) -> Iterator[None]:
         lock.close()
 
 
+def runs_here(args: Sequence[str], env: dict[str, str]) -> bool:
+    """Whether `subagents ARGS` runs in this process: its command is one of ``IN_PROCESS``
+    and it reads no Ray cluster's store (``--ray``, ``$SUBAGENTS_RAY_ADDRESS``): that joins
+    the cluster as a driver, which a process does once and keeps (``cluster.connect``: a
+    driver already there wins over the address named), so it runs in a subprocess."""
+    on_ray = any(a == "--ray" or a.startswith("--ray=") for a in args)
+    return (
+        _command_in(args) in IN_PROCESS
+        and not on_ray
+        and not env.get("SUBAGENTS_RAY_ADDRESS", "").strip()
+    )
+
+
 def run_command(
     args: Sequence[str],
     *,
@@ -171,7 +185,7 @@ def run_command(
     """`subagents ARGS` with ``env`` as its whole environment, in ``cwd``: in this process
     when its command is one of ``IN_PROCESS`` (``timeout`` is then pytest-timeout's), else
     in a subprocess; its exit code, stdout and stderr either way."""
-    if _command_in(args) in IN_PROCESS:
+    if runs_here(args, env):
         return run_main(args, env=env, cwd=cwd, stdin=stdin)
     return subprocess.run(
         [sys.executable, "-m", "subagents.cli.main", *args],
@@ -247,7 +261,7 @@ class Cli:
         output undecoded): in this process for ``IN_PROCESS``'s commands, as ``__call__``."""
         words = [os.fsdecode(a) for a in args]
         environment = {**self.env, **(env or {})}
-        if _command_in(words) in IN_PROCESS:
+        if runs_here(words, environment):
             return run_main(args, env=environment, cwd=self.root, stdin=stdin, text=False)
         return subprocess.run(
             [*self.argv(), *args],
