@@ -196,7 +196,9 @@ def run_main(
         except SystemExit as exc:
             code, said = _exit_code(exc)
             err.write(said)
-        except BaseException:  # as an interpreter ends on an uncaught exception
+        except Exception:  # as an interpreter ends on an uncaught exception
+            # (not a BaseException: pytest-timeout's hang guard and pytest's own outcomes
+            # raise one in this thread, and must end the test, not become an exit code 1)
             traceback.print_exc(file=err)
             code = 1
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ from clikit import IN_PROCESS, Cli
 from in_process import run_main
 
 from subagents import logs
+from subagents.messages import Lease, RunRecord, RunStatus
+from subagents.store.leases import machine_id
+from subagents.store.sqlite import SQLiteStore
 
 SAME = [
     ["ps", "--all"],  # no store yet: a hint on stderr, exit 0
@@ -77,3 +81,43 @@ def test_the_command_sees_its_own_environment_and_directory(cli: Cli) -> None:
     missing = cli.root / "there" / "x.db"
     elsewhere = cli("ps", "--all", env={"SUBAGENTS_STATE": str(missing)})
     assert elsewhere.returncode == 1 and f"no run store at {missing}" in elsewhere.stderr
+
+
+class _Deadline(BaseException):
+    """What a hang guard raises in the test's thread: pytest-timeout's ``Failed`` from its
+    SIGALRM handler is a ``BaseException``, as every pytest outcome is."""
+
+
+def test_a_hang_guard_ends_a_command_that_does_not_end(cli: Cli) -> None:
+    """``wait`` on a run whose host lives (its lease held, by this process) does not end: the
+    guard's exception ends the test, not swallowed as the command's exit code 1 (the test
+    would then go on with no guard left: a worker hung until CI's own limit)."""
+    live, owner, now = "r1a2000000000livelivel", "host:1:n0nce", time.time()
+    cli.state.parent.mkdir(parents=True, exist_ok=True)
+    with SQLiteStore(cli.state) as store:
+        store.save_run(
+            RunRecord(
+                run_id=live, agent="worker", task="t", root_run_id=live,
+                status=RunStatus.RUNNING, created_at=now, owner=owner,
+            )
+        )  # fmt: skip
+        store.acquire_lease(
+            Lease(
+                owner=owner, host="h", pid=os.getpid(), machine=machine_id(),
+                renewed_at=now, expires_at=now + 3600,
+            )
+        )  # fmt: skip
+
+    def guard(_signo: int, _frame: object) -> None:
+        raise _Deadline
+
+    previous = signal.signal(signal.SIGALRM, guard)
+    pytest_timeout, _interval = signal.setitimer(signal.ITIMER_REAL, 1.0)  # (its, given back)
+    try:
+        with pytest.raises(_Deadline):
+            cli("wait", live)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if pytest_timeout:
+            signal.setitimer(signal.ITIMER_REAL, max(pytest_timeout - 1.0, 0.01))
