@@ -161,16 +161,25 @@ def write_lock_held(path: Path) -> Iterator[None]:
         lock.close()
 
 
+STARTUP = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONPATH")
+"""What an interpreter reads once, as it starts (its locale and stdio encoding, where it
+imports from): a command given its own runs in a subprocess, which reads them."""
+
+
 def runs_here(args: Sequence[str], env: dict[str, str]) -> bool:
     """Whether `subagents ARGS` runs in this process: its command is one of ``IN_PROCESS``
     and it reads no Ray cluster's store (``--ray``, ``$SUBAGENTS_RAY_ADDRESS``): that joins
     the cluster as a driver, which a process does once and keeps (``cluster.connect``: a
-    driver already there wins over the address named), so it runs in a subprocess."""
+    driver already there wins over the address named), so it runs in a subprocess. So does
+    one given ``STARTUP`` settings of its own, and a shell's completion request
+    (``$_ARGCOMPLETE``: argcomplete ends the process with ``os._exit``)."""
     on_ray = any(a == "--ray" or a.startswith("--ray=") for a in args)
     return (
         _command_in(args) in IN_PROCESS
         and not on_ray
         and not env.get("SUBAGENTS_RAY_ADDRESS", "").strip()
+        and "_ARGCOMPLETE" not in env
+        and all(env.get(name) == os.environ.get(name) for name in STARTUP)
     )
 
 

@@ -121,3 +121,22 @@ def test_a_hang_guard_ends_a_command_that_does_not_end(cli: Cli) -> None:
         signal.signal(signal.SIGALRM, previous)
         if pytest_timeout:
             signal.setitimer(signal.ITIMER_REAL, max(pytest_timeout - 1.0, 0.01))
+
+
+def test_a_command_given_its_own_stdio_encoding_writes_in_it(cli: Cli) -> None:
+    """``$PYTHONIOENCODING`` (like the locale) is read as an interpreter starts: a command
+    given its own runs where it is read, and writes what a person's shell would get."""
+    cli.state.parent.mkdir(parents=True, exist_ok=True)
+    cli.state.touch()  # an empty file: an empty store
+    proc = cli.raw("info", "r-caf\xe9", env={"PYTHONIOENCODING": "latin-1"})
+    assert proc.returncode == 1 and b"r-caf\xe9" in proc.stderr, proc.stderr
+
+
+def test_a_completion_request_is_answered_by_a_process_of_its_own(cli: Cli, tmp_path: Path) -> None:
+    """argcomplete ends the process that answers (``os._exit``): here, that would be the
+    test run's."""
+    out = tmp_path / "completions.txt"
+    asked = {"_ARGCOMPLETE": "1", "_ARGCOMPLETE_STDOUT_FILENAME": str(out)}
+    proc = cli("ps", env={**asked, "COMP_LINE": "subagents ps --wa", "COMP_POINT": "17"})
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().split() == ["--watch"]
