@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))  # clikit
 
-from clikit import DEADLINE_S, Cli
+from clikit import Cli
 
 LATIN1 = "caf\xe9".encode("latin-1")  # 0xe9 at offset 3: not UTF-8
 
@@ -28,14 +28,8 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def _run(cli: Cli, *args: str | bytes) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*cli.argv(), *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env=cli.env,
-        cwd=cli.root,
-        timeout=DEADLINE_S,
-    )
+    """Bytes in and out (in this process for the commands that only read the store)."""
+    return cli.raw(*args)
 
 
 @pytest.mark.parametrize("command", ["approve", "deny"])
@@ -108,14 +102,7 @@ def test_serve_refuses_an_agents_folder_that_is_not_there(cli: Cli, folder: str)
 def test_a_default_store_the_system_refuses_to_look_up_names_its_variable(cli: Cli) -> None:
     """The same refusal of ``$SUBAGENTS_STATE`` names the variable the path came from (it
     named only the path, no option given)."""
-    proc = subprocess.run(
-        [*cli.argv(), "ps"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env={**cli.env, "SUBAGENTS_STATE": f"/tmp/{LONG}"},
-        cwd=cli.root,
-        timeout=DEADLINE_S,
-    )
+    proc = cli.raw("ps", env={"SUBAGENTS_STATE": f"/tmp/{LONG}"})
     err = proc.stderr.decode()
     assert "Traceback" not in err, err
     assert proc.returncode == 2, err

@@ -1,5 +1,7 @@
 """Helpers for the `subagents` command tests: a team of scripted agents in a tmp dir, and the
-real command run in subprocesses against a store in a tmp dir.
+real command run against a store in a tmp dir: in a subprocess, or, for a command that only
+reads or answers the store, its entry point called in this process (``in_process``), isolated
+as a subprocess would be and answered the same way.
 
 Every wait polls an observable condition (the store, read as `subagents ps --json` reads it)
 until a deadline; nothing sleeps a fixed time.
@@ -16,17 +18,30 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+from in_process import run_main
 
+from subagents.cli.main import _command_in
 from subagents.cli.ps_cmd import ps_row
 from subagents.store.leases import Liveness
 from subagents.store.opening import open_location
 
 T = TypeVar("T")
+
+IN_PROCESS = frozenset(
+    {"ps", "info", "log", "tree", "stop", "send", "prune", "approvals", "approve", "deny", "wait"}
+    | {"events", "agents", "completion"}
+)
+"""The commands ``Cli(...)`` runs in this process: each reads the store or writes an answer,
+a stop or a mail into it, and ends; none starts a runtime, forks, takes a terminal or a signal
+(``events`` and ``log`` follow the store only when asked: ``Cli.start`` runs those). Every
+other (``run``, ``resume``, ``continue``, ``demo``, ``doctor``, ``serve``, ``attach``, none at
+all: ``--version``) runs in a subprocess, as does one on a Ray cluster's store
+(``runs_here``) and any command through ``Cli.process``."""
 
 DEADLINE_S = 90.0
 """A hang guard for each wait and command (a passing one returns at once; on a loaded machine
@@ -146,6 +161,52 @@ def write_lock_held(path: Path) -> Iterator[None]:
         lock.close()
 
 
+STARTUP = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONPATH")
+"""What an interpreter reads once, as it starts (its locale and stdio encoding, where it
+imports from): a command given its own runs in a subprocess, which reads them."""
+
+
+def runs_here(args: Sequence[str], env: dict[str, str]) -> bool:
+    """Whether `subagents ARGS` runs in this process: its command is one of ``IN_PROCESS``
+    and it reads no Ray cluster's store (``--ray``, ``$SUBAGENTS_RAY_ADDRESS``): that joins
+    the cluster as a driver, which a process does once and keeps (``cluster.connect``: a
+    driver already there wins over the address named), so it runs in a subprocess. So does
+    one given ``STARTUP`` settings of its own, and a shell's completion request
+    (``$_ARGCOMPLETE``: argcomplete ends the process with ``os._exit``)."""
+    on_ray = any(a == "--ray" or a.startswith("--ray=") for a in args)
+    return (
+        _command_in(args) in IN_PROCESS
+        and not on_ray
+        and not env.get("SUBAGENTS_RAY_ADDRESS", "").strip()
+        and "_ARGCOMPLETE" not in env
+        and all(env.get(name) == os.environ.get(name) for name in STARTUP)
+    )
+
+
+def run_command(
+    args: Sequence[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    stdin: str | None = None,
+    timeout: float = DEADLINE_S,
+) -> subprocess.CompletedProcess[str]:
+    """`subagents ARGS` with ``env`` as its whole environment, in ``cwd``: in this process
+    when its command is one of ``IN_PROCESS`` (``timeout`` is then pytest-timeout's), else
+    in a subprocess; its exit code, stdout and stderr either way."""
+    if runs_here(args, env):
+        return run_main(args, env=env, cwd=cwd, stdin=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "subagents.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+        env=env,
+        cwd=cwd,
+    )
+
+
 def write_team(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in TEAM.items():
@@ -193,6 +254,42 @@ class Cli:
         stdin: str | None = None,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """The command's exit code, stdout and stderr: run in this process when it is one of
+        ``IN_PROCESS`` (``timeout`` is then pytest-timeout's), else in a subprocess."""
+        environment = {**self.env, **(env or {})}
+        return run_command(args, env=environment, cwd=self.root, stdin=stdin, timeout=timeout)
+
+    def raw(
+        self,
+        *args: str | bytes,
+        stdin: bytes = b"",
+        timeout: float = DEADLINE_S,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """The command with bytes in and out (argv words and stdin that may not be UTF-8, its
+        output undecoded): in this process for ``IN_PROCESS``'s commands, as ``__call__``."""
+        words = [os.fsdecode(a) for a in args]
+        environment = {**self.env, **(env or {})}
+        if runs_here(words, environment):
+            return run_main(args, env=environment, cwd=self.root, stdin=stdin, text=False)
+        return subprocess.run(
+            [*self.argv(), *args],
+            input=stdin,
+            capture_output=True,
+            env=environment,
+            cwd=self.root,
+            timeout=timeout,
+        )
+
+    def process(
+        self,
+        *args: str,
+        timeout: float = DEADLINE_S,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """The command in a subprocess of its own, whatever it is: where the process is what
+        is tested (its exit under a real interpreter, what it imports, a second writer)."""
         return subprocess.run(
             self.argv(*args),
             capture_output=True,

@@ -1,4 +1,5 @@
-"""`subagents agents`, run as a real subprocess against real definition files."""
+"""`subagents agents`, run as the real command against real definition files (in the test's
+process, as ``clikit.run_command`` runs it; on a terminal in a subprocess of its own)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from clikit import run_command
 
 from corpora import SYNTHETIC, require_public_corpus
 
@@ -45,14 +47,7 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
 def cli(
     *args: str, home: Path, cwd: Path | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "subagents.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or home,
-        env=env_for(home, **env),
-        timeout=60,
-    )
+    return run_command(args, env=env_for(home, **env), cwd=cwd or home, timeout=60)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -489,10 +488,7 @@ def test_a_reason_that_is_not_utf8_is_bad_usage_and_the_ask_stays_pending(cli: C
     run_id, _pid = _detach_writer(cli)
     approval_id = _asked(cli, run_id)
     for option in ("--reason", "--remember"):
-        argv = [os.fsencode(a) for a in cli.argv("approve", approval_id)]
-        refused = subprocess.run(
-            [*argv, option.encode(), b"caf\xe9"], capture_output=True, env=cli.env, cwd=cli.root
-        )
+        refused = cli.raw("approve", approval_id, option, b"caf\xe9")
         stderr = refused.stderr.decode()
         assert refused.returncode == 2, stderr
         assert f"{option} is not UTF-8 text: byte 0xe9 at character 3" in stderr

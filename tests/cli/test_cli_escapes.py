@@ -3,7 +3,7 @@ whose sandbox reaches the store file) can write a lease's host name, an agent's 
 error, with terminal escape sequences in them (retitle the window, clear the screen, make
 text read backwards). Every human view and every error line shows their control characters
 as escapes (``output.printable``); ``--json`` keeps them exact, JSON-escaped. Each through the
-real command in a subprocess, on a real store file the test wrote the hostile rows into."""
+real command (``clikit.Cli``), on a real store file the test wrote the hostile rows into."""
 
 from __future__ import annotations
 
@@ -139,8 +139,8 @@ def test_a_json_line_keeps_hostile_strings_exact_and_escaped(cli: Cli) -> None:
 def test_a_busy_store_met_by_stop_names_the_stalled_host_escaped(cli: Cli) -> None:
     """``stop`` writes: with the store's write lock held it fails after its busy timeout,
     naming the stalled host likely holding it (as ``resume`` does), escaped."""
-    with write_lock_held(cli.state):
-        proc = cli("stop", ORPHAN)
+    with write_lock_held(cli.state):  # (a process of its own: the stalled host is this one)
+        proc = cli.process("stop", ORPHAN)
     assert proc.returncode == 1, proc.stderr
     said = _clean(proc)
     assert "busy" in said and f"held by a host stopped or hung inside a write: {SHOWN}" in said

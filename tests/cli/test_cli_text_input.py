@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from clikit import DEADLINE_S, Cli
+from clikit import Cli
 
 LATIN1 = "caf\xe9 cr\xe8me".encode("latin-1")  # 0xe9 at offset 3: not UTF-8
 
@@ -19,14 +19,8 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def _run(cli: Cli, *args: str | bytes, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*cli.argv(), *args],
-        input=stdin,
-        capture_output=True,
-        env=cli.env,
-        cwd=cli.root,
-        timeout=DEADLINE_S,
-    )
+    """Bytes in and out (in this process for the commands that only read the store)."""
+    return cli.raw(*args, stdin=stdin)
 
 
 def test_a_task_from_stdin_that_is_not_utf8_is_a_usage_error(cli: Cli) -> None:
