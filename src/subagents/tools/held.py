@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.tools.detached import DetachedReaper
+from subagents.tools.detached import held as detached_held
 from subagents.tools.process import popen_ended_within, signal_group, stop_reaper
 from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
 
@@ -109,8 +110,8 @@ def named_status() -> NamedStatus | None:
 
 SESSION_END_S = 2.0
 """How long a detached MCP server's reaper gets to end by itself at its session's end (the
-server ends at its stdin's end; the SDK gives its own process as long) before the status
-FIFO is closed, its lifeline (``hung_up``)."""
+server ends at its stdin's end; the SDK gives its own process as long) before it is stopped
+(``end_detached``)."""
 
 
 def hung_up(read_end: int, timeout_s: float) -> bool:
@@ -131,6 +132,27 @@ def hung_up(read_end: int, timeout_s: float) -> bool:
                 return True
         if left <= 0:
             return False
+
+
+def end_detached(read_end: int) -> None:
+    """End a detached MCP server's reaper at its session's end (``mcp/connection.py``, its
+    status pipe's other write ends closed), and return once all it held is dead (every
+    writer of ``read_end`` gone: the reaper closes its own end after killing and reaping
+    all): first ``SESSION_END_S`` for it to end by itself (the server ends at its stdin's
+    end); then the stop every held command gets (``process.stop_reaper``: SIGTERM by its
+    pidfd, its grace, all killed; SIGKILL past ``HELD_WAIT_S``, a hang guard). Closing the
+    status pipe (its lifeline) stopped it too, but nothing could wait for that: the server
+    and its daemons ran on after the hub's close returned (session 30: seen under load).
+    A reaper that never said its pid (it failed before, or is stopped: ``detached.held``'s
+    bound) is left to its lifeline, closed by the caller."""
+    try:
+        found = detached_held(read_end, SESSION_END_S)
+    except TimeoutError:
+        return
+    if found is None or hung_up(read_end, SESSION_END_S):
+        return
+    reaper = found[0]
+    stop_reaper(reaper.send, functools.partial(hung_up, read_end), HELD_WAIT_S, KILL_GRACE_S)
 
 
 def close_fifo(read_end: int, path: Path | None) -> None:
