@@ -81,6 +81,49 @@ def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
         kill_marked(mark)
 
 
+STUBBORN_SERVER = """
+import os, signal, subprocess, sys, time
+sys.path.insert(0, sys.argv[3])
+from mcp_server_app import build
+mark, ready = sys.argv[1], sys.argv[2]
+subprocess.Popen(
+    ["setsid", "env", "-i", "/bin/sh", "-c", f"echo ready > {ready}; exec sleep {mark}"],
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+while not os.path.exists(ready):
+    time.sleep(0.01)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+build("srv", None).run()
+while True:  # outlives its stdin's end and SIGTERM: its reaper's grace, then its kill, end it
+    time.sleep(60)
+"""
+
+
+def test_a_detached_servers_session_end_returns_once_its_daemon_is_dead(tmp_path: Path) -> None:
+    """A detached server that outlives its stdin's end and SIGTERM: the session's end stops
+    its reaper and waits for all it held (``held.end_detached``). It closed the lifeline
+    and returned while the server and its daemon ran (for the reaper's grace at least):
+    on a loaded machine the test above saw a server slower than ``SESSION_END_S`` so."""
+    mark, ready = new_mark(), tmp_path / "ready"
+    server = tmp_path / "stubborn.py"
+    server.write_text(STUBBORN_SERVER, encoding="utf-8")
+    args = [str(server), mark, str(ready), str(SERVER_APP.parent)]
+    servers = parse_servers({"srv": {"command": sys.executable, "args": args}})
+    was = detached._ALLOWED[0]
+    detached._ALLOWED[0] = True
+    hub = McpHub(servers, cwd=tmp_path, start_timeout=START_WAIT_S)
+    try:
+        run = hub.tools_for(AgentSpec(name="worker", description="d"))
+        assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"
+        assert marked(mark, exactly=True)  # the daemon runs
+        hub.close()
+        assert marked(mark, exactly=True) == []  # killed and reaped before close returned
+    finally:
+        detached._ALLOWED[0] = was
+        hub.close()
+        kill_marked(mark)
+
+
 DEAF_SERVER = """
 import signal, subprocess, sys, time
 mark, ready = sys.argv[1], sys.argv[2]
