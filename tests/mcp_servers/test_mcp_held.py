@@ -70,7 +70,7 @@ def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
         run = hub.tools_for(spec, sandbox=sandbox)
         assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"  # stdio through
         assert (tmp_path / "ready").read_text().strip() == "ready"  # the daemon started first
-        hub.close()
+        hub.close(WAIT)  # (its timeout a hang guard: the end is waited for)
         if not detaching:
             assert marked(mark) == []  # the server and its daemon: killed and reaped
         else:  # the reaper, which said all it held is dead (``held.hung_up``), ends after
@@ -116,7 +116,7 @@ def test_a_detached_servers_session_end_returns_once_its_daemon_is_dead(tmp_path
         run = hub.tools_for(AgentSpec(name="worker", description="d"))
         assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"
         assert marked(mark, exactly=True)  # the daemon runs
-        hub.close()
+        hub.close(WAIT)  # (its timeout a hang guard: the end is waited for)
         assert marked(mark, exactly=True) == []  # killed and reaped before close returned
     finally:
         detached._ALLOWED[0] = was
