@@ -4,7 +4,8 @@ Why: a pid a command reads for itself (``$$``) is not its pid outside when the c
 a PID namespace of its own, and a pid read from a file may be 0 or negative (``kill(-1)`` as
 root kills every process on the machine). A daemon here runs ``sleep MARK`` (a number no
 other process uses) and is looked for in ``/proc`` by that mark, which the shell that
-``exec``s it carries too: so it is seen from its start, before and after its ``exec``.
+``exec``s it carries too: so it is seen from its start, before and after its ``exec``, and
+inside it (``command_line``).
 """
 
 from __future__ import annotations
@@ -43,16 +44,57 @@ def marked(mark: str, *, exactly: bool = False) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            if cmdline != b"sleep\0" + needle + b"\0" if exactly else needle not in cmdline:
-                continue
-            stat = (entry / "stat").read_text()
-        except OSError:
+        cmdline = command_line(entry)
+        if cmdline is None or (
+            cmdline != b"sleep\0" + needle + b"\0" if exactly else needle not in cmdline
+        ):
             continue
-        if stat[stat.rindex(")") + 2] not in ("Z", "X"):
+        if _state(entry) not in ("", "Z", "X"):
             found.append(int(entry.name))
     return found
+
+
+PF_EXITING = 0x4
+PF_KTHREAD = 0x200000
+"""``/proc/PID/stat``'s flags: a process ending, a kernel thread (no command line, ever)."""
+
+
+def command_line(entry: Path) -> bytes | None:
+    """The command line of the process ``entry`` (``/proc/PID``); None when it has none: it
+    is gone, a zombie, ending, or a kernel thread.
+
+    Why it may wait: a process inside an ``exec`` shows an empty command line from the
+    point of no return (where ``Popen`` returns: its close-on-exec pipe closed) until the
+    kernel has set up its new arguments. On a loaded machine it may wait that long for a
+    core, and a test that looked for it right after starting it (a background Bash call
+    answered) did not find it (``test_attempt_processes``, session 30): such a process is
+    read again until its command line is there, or it ends (``polling.HANG_GUARD_S``)."""
+    cmdline = b""
+
+    def shown() -> bool:
+        nonlocal cmdline
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if cmdline:
+                return True
+            stat = (entry / "stat").read_text()
+        except OSError:
+            return True  # gone
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ended = fields[0] in ("Z", "X") or int(fields[6]) & (PF_EXITING | PF_KTHREAD)
+        return bool(ended)
+
+    polling.wait_until(shown, f"{entry}'s command line after its exec")
+    return cmdline or None
+
+
+def _state(entry: Path) -> str:
+    """The state letter of the process ``entry`` (``/proc/PID``); empty when it is gone."""
+    try:
+        stat = (entry / "stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2]
 
 
 def kill_marked(mark: str) -> None:

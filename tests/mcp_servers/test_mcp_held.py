@@ -70,13 +70,56 @@ def _session_ends(tmp_path: Path, sandboxed: bool, detaching: bool) -> None:
         run = hub.tools_for(spec, sandbox=sandbox)
         assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"  # stdio through
         assert (tmp_path / "ready").read_text().strip() == "ready"  # the daemon started first
-        hub.close()
+        hub.close(WAIT)  # (its timeout a hang guard: the end is waited for)
         if not detaching:
             assert marked(mark) == []  # the server and its daemon: killed and reaped
-        else:  # the reaper, which said all it held is dead (``held.hung_up``), ends after
+        else:  # the reaper, which said all it held is dead (``held.end_detached``), ends after
             assert marked(mark, exactly=True) == []  # the daemon: killed and reaped
             polling.wait_until(lambda: marked(mark) == [], "the detached reaper ended", WAIT)
     finally:
+        hub.close()
+        kill_marked(mark)
+
+
+STUBBORN_SERVER = """
+import os, signal, subprocess, sys, time
+sys.path.insert(0, sys.argv[3])
+from mcp_server_app import build
+mark, ready = sys.argv[1], sys.argv[2]
+subprocess.Popen(
+    ["setsid", "env", "-i", "/bin/sh", "-c", f"echo ready > {ready}; exec sleep {mark}"],
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+while not os.path.exists(ready):
+    time.sleep(0.01)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+build("srv", None).run()
+while True:  # outlives its stdin's end and SIGTERM: its reaper's grace, then its kill, end it
+    time.sleep(60)
+"""
+
+
+def test_a_detached_servers_session_end_returns_once_its_daemon_is_dead(tmp_path: Path) -> None:
+    """A detached server that outlives its stdin's end and SIGTERM: the session's end stops
+    its reaper and waits for all it held (``held.end_detached``). It closed the lifeline
+    and returned while the server and its daemon ran (for the reaper's grace at least):
+    on a loaded machine the test above saw a server slower than ``SESSION_END_S`` so."""
+    mark, ready = new_mark(), tmp_path / "ready"
+    server = tmp_path / "stubborn.py"
+    server.write_text(STUBBORN_SERVER, encoding="utf-8")
+    args = [str(server), mark, str(ready), str(SERVER_APP.parent)]
+    servers = parse_servers({"srv": {"command": sys.executable, "args": args}})
+    was = detached._ALLOWED[0]
+    detached._ALLOWED[0] = True
+    hub = McpHub(servers, cwd=tmp_path, start_timeout=START_WAIT_S)
+    try:
+        run = hub.tools_for(AgentSpec(name="worker", description="d"))
+        assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"
+        assert marked(mark, exactly=True)  # the daemon runs
+        hub.close(WAIT)  # (its timeout a hang guard: the end is waited for)
+        assert marked(mark, exactly=True) == []  # killed and reaped before close returned
+    finally:
+        detached._ALLOWED[0] = was
         hub.close()
         kill_marked(mark)
 

@@ -33,14 +33,7 @@ from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
 from subagents.tools.detached import detaches
-from subagents.tools.held import (
-    SESSION_END_S,
-    NamedStatus,
-    heard,
-    heard_until_hung_up,
-    how_it_ended,
-    named_status,
-)
+from subagents.tools.held import NamedStatus, end_detached, heard, how_it_ended, named_status
 from subagents.tools.processes import held_argv
 from subagents.tools.reaper import LEASE_VARIABLE
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
@@ -448,12 +441,11 @@ def _is_connection_closed(exc: BaseException) -> bool:
 async def _end_held(status: NamedStatus, detached: bool, keep: Callable[[bytes], object]) -> None:
     """After the transport: what the server's reaper said is kept (``keep``: ``exit N`` once
     the server ended; the SDK's process, its launcher, has ended, or was left after its
-    kill); a detached server's reaper (not the SDK's process: its first
-    one, which ended at once) gets ``SESSION_END_S`` to end by itself (the server ends at
-    its stdin's end, the reaper kills what it left), waited for off the loop (the runtime's
-    own write end closed first: the wait is for every writer's end); then the status pipe
-    is closed, the lifeline of a reaper still running (SIGTERM to its server, a grace, then
-    all killed), whatever happened to the wait."""
+    kill); a detached server's reaper (not the SDK's process: its first one, which ended at
+    once) is ended and waited for off the loop (``held.end_detached``: ``SESSION_END_S`` to
+    end by itself, then stopped; the runtime's own write end closed first: the wait is for
+    every writer's end), what it said kept as well; then the status pipe is closed, the
+    lifeline of a reaper still running, whatever happened to the wait."""
     try:
         if detached and status.write_end >= 0:
             os.close(status.write_end)
@@ -461,10 +453,8 @@ async def _end_held(status: NamedStatus, detached: bool, keep: Callable[[bytes],
         if detached:
             import anyio
 
-            with anyio.CancelScope(shield=True):  # bounded: SESSION_END_S
-                _, said = await anyio.to_thread.run_sync(
-                    heard_until_hung_up, status.read_end, SESSION_END_S
-                )
+            with anyio.CancelScope(shield=True):  # bounded: end_detached's hang guards
+                said = await anyio.to_thread.run_sync(end_detached, status.read_end)
         else:
             said = heard(status.read_end)
         keep(said)

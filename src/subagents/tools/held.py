@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.tools.detached import DetachedReaper
+from subagents.tools.detached import held as detached_held
 from subagents.tools.process import popen_ended_within, signal_group, stop_reaper
 from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
 
@@ -110,19 +111,14 @@ def named_status() -> NamedStatus | None:
 
 SESSION_END_S = 2.0
 """How long a detached MCP server's reaper gets to end by itself at its session's end (the
-server ends at its stdin's end; the SDK gives its own process as long) before the status
-FIFO is closed, its lifeline (``hung_up``)."""
-
-
-def hung_up(read_end: int, timeout_s: float) -> bool:
-    """Whether every writer of the status pipe or FIFO ``read_end`` (non-blocking) is gone
-    within ``timeout_s``: the reaper ended, having killed all it held. What it says meanwhile
-    is read and dropped (``heard_until_hung_up`` keeps it)."""
-    return heard_until_hung_up(read_end, timeout_s)[0]
+server ends at its stdin's end; the SDK gives its own process as long) before it is stopped
+(``end_detached``)."""
 
 
 def heard_until_hung_up(read_end: int, timeout_s: float) -> tuple[bool, bytes]:
-    """``hung_up``, and what the reaper said meanwhile (``exit N``: a detached server's end,
+    """Whether every writer of the status pipe or FIFO ``read_end`` (non-blocking) is gone
+    within ``timeout_s`` (the reaper ended, having killed all it held), and what it said
+    meanwhile (``exit N``: a detached server's end,
     ``mcp/connection.py``, which nobody else reads)."""
     poller = select.poll()
     poller.register(read_end, select.POLLIN)  # (POLLHUP is reported all the same)
@@ -171,6 +167,40 @@ def how_it_ended(said: bytes) -> str | None:
         return f"killed by {signal.Signals(-code).name}"
     except ValueError:
         return f"killed by signal {-code}"
+
+
+def end_detached(read_end: int) -> bytes:
+    """End a detached MCP server's reaper at its session's end (``mcp/connection.py``, its
+    status pipe's other write ends closed), and return once all it held is dead (every
+    writer of ``read_end`` gone: the reaper closes its own end after killing and reaping
+    all): first ``SESSION_END_S`` for it to end by itself (the server ends at its stdin's
+    end); then the stop every held command gets (``process.stop_reaper``: SIGTERM by its
+    pidfd, its grace, all killed; SIGKILL past ``HELD_WAIT_S``, a hang guard). Closing the
+    status pipe (its lifeline) stopped it too, but nothing could wait for that: the server
+    and its daemons ran on after the hub's close returned (session 30: seen under load).
+    A reaper that never said its pid (it failed before, or is stopped: ``detached.held``'s
+    bound), or whose pidfd could not be opened, is left to its lifeline, closed by the
+    caller. What the reaper said after its pid (``exit N``: ``how_it_ended``)."""
+    try:
+        found = detached_held(read_end, SESSION_END_S)
+    except (TimeoutError, OSError):
+        return b""
+    if found is None:
+        return b""
+    reaper, said = found
+    ended, more = heard_until_hung_up(read_end, SESSION_END_S)
+    said += more
+    if ended:
+        return said
+
+    def ended_within(timeout_s: float) -> bool:
+        nonlocal said
+        ended, more = heard_until_hung_up(read_end, timeout_s)
+        said += more
+        return ended
+
+    stop_reaper(reaper.send, ended_within, HELD_WAIT_S, KILL_GRACE_S)
+    return said
 
 
 def close_fifo(read_end: int, path: Path | None) -> None:
