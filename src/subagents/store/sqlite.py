@@ -233,6 +233,7 @@ class SQLiteStore(RunStore):
             raise
         self._tx = Transactions(self.path, conn, on_close=lambda: OPEN_FILES.closing(key))
         self._processes = ProcessRows(self._tx)
+        self.written_elsewhere = self._processes.written_elsewhere  # (actors.ends_elsewhere)
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)
         self._approvals = ApprovalRows(self._tx)

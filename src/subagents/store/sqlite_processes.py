@@ -35,6 +35,19 @@ class ProcessRows:
 
     def __init__(self, tx: Transactions) -> None:
         self.tx = tx
+        self._version: int | None = None
+        """The file's ``data_version`` when ``written_elsewhere`` last read it."""
+
+    def written_elsewhere(self) -> bool:
+        """Whether another connection (another process, another store on the file) committed
+        to the file since the last call (``PRAGMA data_version``, which this connection's own
+        commits leave alone; the first call: True). A runtime alone on its file then reads
+        nothing more to know that no run it holds was ended elsewhere
+        (``actors.ends_elsewhere``)."""
+        rows = self.tx.read("PRAGMA data_version", (), "reading the file's data version")
+        version = int(rows[0][0])
+        seen, self._version = self._version, version
+        return seen != version
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         """Queue a command for the runtime that owns ``run_id``; safe from any process."""

@@ -1,0 +1,168 @@
+"""A run held live here that another writer ends, and that this runtime does not save again,
+is let go here too, at the command poll (``actors.ends_elsewhere``): its caller told the end
+the store keeps, its slot freed (the run queued behind it starts), its agent stopped before
+its next step.
+
+Every store: memory (the program's own handle on it), SQLite (a second connection to the
+file, as `subagents stop` from another process has), PostgreSQL (a second connection:
+tests/pgserver.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from subagents import FunctionAgent, Runtime
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
+
+WAIT = 60.0
+POLL_S = 0.05
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStore, RunStore]]:
+    """The runtime's store and the stranger's handle on the same data."""
+    if request.param == "memory":
+        store = MemoryStore()
+        yield store, store
+        return
+    if request.param == "sqlite":
+        from subagents.store.sqlite import SQLiteStore
+
+        first, second = SQLiteStore(tmp_path / "runs.db"), SQLiteStore(tmp_path / "runs.db")
+    else:
+        from subagents.store.postgres import PostgresStore
+
+        url = request.getfixturevalue("pg_url")
+        first, second = PostgresStore(url), PostgresStore(url)
+    try:
+        yield first, second
+    finally:
+        second.close()
+        first.close()
+
+
+def _stored(store: RunStore, run_id: str, status: RunStatus) -> RunRecord:
+    deadline = time.monotonic() + WAIT
+    while (record := store.get_run(run_id)) is None or record.status is not status:
+        assert time.monotonic() < deadline, f"{run_id} {status}: {record}"
+        time.sleep(0.02)
+    return record
+
+
+def _end_elsewhere(other: RunStore, record: RunRecord) -> None:
+    end = Outcome(run_id=record.run_id, status=RunStatus.CANCELLED, error="elsewhere")
+    with other.batch():
+        other.save_run(
+            msgspec.structs.replace(
+                record, status=RunStatus.CANCELLED, ended_at=time.time(), outcome=end
+            )
+        )
+        other.save_outcome(end)
+
+
+def test_a_run_waiting_for_mail_ended_elsewhere_is_let_go(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """A run waiting for mail that never comes (saved waiting, then ended by another writer,
+    never saved again here): its caller is told the end the store keeps, and its record and
+    events keep that end alone (no second end, nothing live after it)."""
+    store, other = stores
+
+    async def waits(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=3 * WAIT)
+        return "read"
+
+    agents = [FunctionAgent.create("waits", waits)]
+    with Runtime(agents, store=store, command_poll_s=POLL_S) as rt:
+        run = rt.spawn("waits", "w")
+        _end_elsewhere(other, _stored(store, run.run_id, RunStatus.WAITING))
+        told = run.result(timeout=WAIT)  # (before: until the close)
+        assert rt.status(run.run_id).status is RunStatus.CANCELLED
+    assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
+    record = store.get_run(run.run_id)
+    assert record is not None and record.outcome is not None
+    assert record.outcome.error == "elsewhere", record
+    kinds = [e.kind for e in store.events(run.run_id)]
+    assert kinds[-1] is EventKind.WAITING and EventKind.CANCELLED not in kinds, kinds
+
+
+def test_a_busy_run_ended_elsewhere_frees_its_slot_and_stops_before_its_next_step(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """One slot for the agent (``per_agent=1``): the first run works in its own code (a
+    thread held: no save, no wait to park at), the second queues behind it. Another writer
+    ends the first: its slot is freed here (the second starts and completes while the first
+    still works) and, let go on, the first does not get past its next await: its next step
+    (here, what it would do after a ``ctx.sleep``: a tool call) never runs, though a live
+    run of the same code does it (``witness``)."""
+    store, other = stores
+    gate, went_on, witness = threading.Event(), threading.Event(), threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        if ctx.task == "second":
+            return "second"
+        assert gate.wait(WAIT)
+        await ctx.sleep(0)
+        (went_on if ctx.task == "first" else witness).set()  # its next tool call
+        return ctx.task
+
+    agents = [FunctionAgent.create("lead", lead)]
+    try:
+        limits = {"per_agent": 2, "max_concurrency": 2}
+        with Runtime(agents, store=store, command_poll_s=POLL_S, limits=limits) as rt:
+            first = rt.spawn("lead", "first")
+            live = rt.spawn("lead", "live")
+            started = _stored(store, first.run_id, RunStatus.RUNNING)
+            second = rt.spawn("lead", "second")  # (queued: both slots held)
+            _end_elsewhere(other, started)
+            done = second.result(timeout=WAIT)  # the first's slot was freed
+            told = first.result(timeout=WAIT)
+            gate.set()
+            assert live.result(timeout=WAIT).result == "live"
+            assert witness.is_set()
+            assert not went_on.wait(0.5), "the run ended elsewhere took its next step"
+    finally:
+        gate.set()
+    assert done.status is RunStatus.COMPLETED and done.result == "second", done
+    assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
+
+
+def test_a_refused_wait_writes_no_waiting_event_after_the_end(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """A run ended elsewhere while it works, then waits (no poll: its wait's save is refused,
+    ``end_race``): its ``waiting`` event is not written after the store's end, nor shown to
+    its subscribers; the end the store keeps is its last word."""
+    store, other = stores
+    gate = threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        assert gate.wait(WAIT)
+        await ctx.receive(timeout=3 * WAIT)  # its wait: a live save, refused
+        return "read"
+
+    agents = [FunctionAgent.create("lead", lead)]
+    try:
+        with Runtime(agents, store=store, command_poll_s=0) as rt:
+            shown: list[Event] = []
+            rt.subscribe(shown.append)
+            run = rt.spawn("lead", "first")
+            _end_elsewhere(other, _stored(store, run.run_id, RunStatus.RUNNING))
+            gate.set()
+            told = run.result(timeout=WAIT)
+            seen = [e.kind for e in list(shown) if e.run_id == run.run_id]
+    finally:
+        gate.set()
+    assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
+    kinds = [e.kind for e in store.events(run.run_id)]
+    assert EventKind.WAITING not in kinds, kinds
+    assert EventKind.WAITING not in seen, seen
