@@ -166,3 +166,33 @@ def test_a_refused_wait_writes_no_waiting_event_after_the_end(
     kinds = [e.kind for e in store.events(run.run_id)]
     assert EventKind.WAITING not in kinds, kinds
     assert EventKind.WAITING not in seen, seen
+
+
+SLEEP_S = 12.0
+"""Far longer than the poll's round and poll (~2.5 s): the end is noticed while it sleeps."""
+
+
+def test_a_function_agent_sleeping_through_an_end_elsewhere_does_not_wake_to_work(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """A function agent ended by another writer while in its ``ctx.sleep`` (parked: saved
+    waiting) is let go while it sleeps; its sleep's end does not wake it to its next tool
+    call (a live run of the same code, the ``witness``, sleeping as long, does wake to it)."""
+    store, other = stores
+    woke: dict[str, threading.Event] = {"ended": threading.Event(), "witness": threading.Event()}
+
+    async def sleeper(ctx: AgentContext) -> str:
+        await ctx.sleep(SLEEP_S)
+        woke[ctx.task].set()  # its next tool call
+        return "woke"
+
+    agents = [FunctionAgent.create("sleeper", sleeper)]
+    with Runtime(agents, store=store, command_poll_s=POLL_S) as rt:
+        ended = rt.spawn("sleeper", "ended")
+        witness = rt.spawn("sleeper", "witness")
+        _end_elsewhere(other, _stored(store, ended.run_id, RunStatus.WAITING))
+        told = ended.result(timeout=WAIT)
+        assert not woke["witness"].is_set(), "the end was noticed only after the sleep"
+        assert witness.result(timeout=WAIT).result == "woke"
+        assert not woke["ended"].wait(0.5), "the run ended elsewhere woke to work"
+    assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
