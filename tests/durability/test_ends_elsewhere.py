@@ -196,3 +196,38 @@ def test_a_function_agent_sleeping_through_an_end_elsewhere_does_not_wake_to_wor
         assert witness.result(timeout=WAIT).result == "woke"
         assert not woke["ended"].wait(0.5), "the run ended elsewhere woke to work"
     assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
+
+
+def test_a_damaged_record_of_a_held_run_halts_no_look(tmp_path: Path) -> None:
+    """A held run's record damaged in the file (a row that does not read as one) is skipped
+    by the look, named in the log; the other held run, ended elsewhere, is let go all the
+    same, and the runtime goes on (before the skip: the look's read failed, and with it
+    the runtime, through its store outage)."""
+    from damaged_rows import damage_run
+    from subagents.store.sqlite import SQLiteStore
+
+    path = tmp_path / "runs.db"
+
+    async def waits(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=3 * WAIT)
+        return "read"
+
+    async def quick(ctx: AgentContext) -> str:
+        return "quick"
+
+    agents = [FunctionAgent.create("waits", waits), FunctionAgent.create("quick", quick)]
+    with (
+        SQLiteStore(path) as store,
+        SQLiteStore(path) as other,
+        Runtime(agents, store=store, command_poll_s=POLL_S) as rt,
+    ):
+        damaged = rt.spawn("waits", "damaged")
+        run = rt.spawn("waits", "ended")
+        _stored(store, damaged.run_id, RunStatus.WAITING)
+        record = _stored(store, run.run_id, RunStatus.WAITING)
+        damage_run(path, damaged.run_id)
+        _end_elsewhere(other, record)
+        told = run.result(timeout=WAIT)
+        after = rt.run("quick", "after", wait=WAIT)  # (no outage)
+    assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
+    assert after.status is RunStatus.COMPLETED, after

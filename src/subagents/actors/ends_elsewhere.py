@@ -35,7 +35,7 @@ from typing import Any
 
 from subagents.actors.end_race import as_kept
 from subagents.logs import get_logger
-from subagents.store.base import READ_SLICE, RunStore
+from subagents.store.base import READ_SLICE, DamagedRow, RunStore
 from subagents.store.writes import write_all
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Decision, Effect
@@ -132,8 +132,7 @@ class EndsElsewhere:
         live = [r for r in due if core.runs.live(r) is not None]
         ended: list[str] = []
         for at in range(0, len(live), READ_SLICE):
-            stored = store.get_runs(live[at : at + READ_SLICE])
-            ended += (r for r, record in stored.items() if record.status.terminal)
+            ended += _ended(store, live[at : at + READ_SLICE])
         if not ended:
             return []
         log.warning("runs held here were ended by another writer: ended here too", runs=ended)
@@ -150,3 +149,24 @@ class EndsElsewhere:
                 self.lost(exc, decision.effects)
             raise
         return decision.effects
+
+
+def _ended(store: RunStore, run_ids: list[str]) -> list[str]:
+    """Those of ``run_ids`` whose record the store keeps ended. A damaged record (a row that
+    does not read as one) is skipped, named in the log, and the rest read one by one: a
+    look at ends stops no run and halts no runtime for a row it cannot read."""
+    try:
+        stored = store.get_runs(run_ids)
+    except DamagedRow:
+        stored = {}
+        for run_id in run_ids:
+            try:
+                record = store.get_run(run_id)
+            except DamagedRow as exc:
+                log.warning(
+                    "a held run's record cannot be read: its end not looked at", error=str(exc)
+                )
+                continue
+            if record is not None:
+                stored[run_id] = record
+    return [r for r, record in stored.items() if record.status.terminal]
