@@ -50,9 +50,10 @@ def test_a_write_seen_within_the_gap_is_not_lost() -> None:
 
 
 def test_many_runs_are_read_a_share_a_poll_each_once_a_round() -> None:
-    """More runs than a slice: each poll reads its share of the round by the time since the
-    last; every run is read once, all of them within a round of polls."""
-    held = [f"r{i}" for i in range(20 * READ_SLICE)]
+    """More runs than a slice (as many as a round of ``ROUND_S`` reads at ``RATE``): each
+    poll reads its share of the round by the time since the last; every run is read once,
+    all of them within a round of polls."""
+    held = [f"r{i}" for i in range(int(RATE * ROUND_S))]
     look = EndsLook()
     read = look.due(held, 0.0, True)
     assert READ_SLICE <= len(read) < len(held)
@@ -103,3 +104,20 @@ def test_sqlite_says_when_another_connection_wrote(tmp_path: Path) -> None:
         )
         assert store.written_elsewhere()
         assert not store.written_elsewhere()
+
+
+def test_postgres_names_the_ended_among_ids(pg_url: str) -> None:
+    """``PostgresStore.ended_among``: the ids of those kept ended, nothing of the others
+    (live, or not in the store)."""
+    from subagents.store.postgres import PostgresStore
+
+    with PostgresStore(pg_url) as store:
+        for run_id, status in (("a", RunStatus.WAITING), ("b", RunStatus.CANCELLED)):
+            ended_at = 1.0 if status.terminal else None
+            record = RunRecord(
+                run_id=run_id, root_run_id=run_id, agent="x", task="t", status=status,
+                ended_at=ended_at,
+            )  # fmt: skip
+            store.save_run(record)
+        assert store.ended_among(["a", "b", "c"]) == ["b"]
+        assert store.ended_among([]) == []

@@ -23,11 +23,13 @@ that costs every wake (the hot path: a mail's delivery) a store read. A SQLite s
 whether any other connection committed since it last looked (``written_elsewhere``:
 ``PRAGMA data_version``, one call): while none did, nothing is read at all (a runtime alone
 on its file, the durable ping-pong's case); when one did, one full round is read from then
-on. A memory store has one writer, the program holding it: an end written to it through
+on. A PostgreSQL store answers with the ended ids alone (``ended_among``: no record sent
+or decoded). A memory store has one writer, the program holding it: an end written to it through
 the store object (not through the runtime) is found the same way, every round."""
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Collection
@@ -121,6 +123,13 @@ class EndsElsewhere:
         self.lost = lost
         self.look = EndsLook()
         self.written = written_elsewhere(store)
+        inner: Any = getattr(store, "writes_go_to", store)
+        among = getattr(inner, "ended_among", None)
+        self.among: Callable[[list[str]], list[str]] = (
+            among if callable(among) else functools.partial(_ended, store)
+        )
+        """Which of some ids the store keeps ended: a store's own read of their ids alone
+        (PostgreSQL: no record sent or decoded), else their records read (``_ended``)."""
 
     def take(self) -> list[Effect]:
         """The runs held live here whose end another writer wrote (of those due: ``look``),
@@ -132,7 +141,7 @@ class EndsElsewhere:
         live = [r for r in due if core.runs.live(r) is not None]
         ended: list[str] = []
         for at in range(0, len(live), READ_SLICE):
-            ended += _ended(store, live[at : at + READ_SLICE])
+            ended += self.among(live[at : at + READ_SLICE])
         if not ended:
             return []
         log.warning("runs held here were ended by another writer: ended here too", runs=ended)
