@@ -121,3 +121,30 @@ def test_postgres_names_the_ended_among_ids(pg_url: str) -> None:
             store.save_run(record)
         assert store.ended_among(["a", "b", "c"]) == ["b"]
         assert store.ended_among([]) == []
+
+
+def test_a_memory_store_keeps_the_ends_saved_through_save_run() -> None:
+    """``MemoryStore.ends_since``: the ends saved through ``save_run`` since the last call
+    (not a live save, not the runtime's batch writes); past ``ENDS_KEPT``, None."""
+    from subagents.store import memory
+    from subagents.store.writes import SaveRun, write_all
+
+    store = memory.MemoryStore()
+
+    def record(run_id: str, status: RunStatus) -> RunRecord:
+        ended_at = 1.0 if status.terminal else None
+        return RunRecord(
+            run_id=run_id, root_run_id=run_id, agent="x", task="t", status=status,
+            ended_at=ended_at,
+        )  # fmt: skip
+
+    store.save_run(record("a", RunStatus.WAITING))
+    store.save_run(record("b", RunStatus.CANCELLED))
+    write_all(store, [SaveRun(record("c", RunStatus.COMPLETED))])  # (the runtime's way)
+    assert store.ends_since() == ["b"]
+    assert store.ends_since() == []
+    for i in range(memory.ENDS_KEPT + 1):
+        store.save_run(record(f"r{i}", RunStatus.FAILED))
+    assert store.ends_since() is None
+    store.save_run(record("d", RunStatus.FAILED))
+    assert store.ends_since() == ["d"]

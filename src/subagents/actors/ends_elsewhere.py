@@ -24,8 +24,10 @@ whether any other connection committed since it last looked (``written_elsewhere
 ``PRAGMA data_version``, one call): while none did, nothing is read at all (a runtime alone
 on its file, the durable ping-pong's case); when one did, one full round is read from then
 on. A PostgreSQL store answers with the ended ids alone (``ended_among``: no record sent
-or decoded). A memory store has one writer, the program holding it: an end written to it through
-the store object (not through the runtime) is found the same way, every round."""
+or decoded). A memory store has one writer, the program holding it: the ends it saved
+through ``save_run`` (the runtime writes through ``write_all``'s ``_apply_batch``) are kept
+for the next look (``ends_since``), which reads those alone and makes no round (the
+in-memory judges' runs are never read)."""
 
 from __future__ import annotations
 
@@ -124,6 +126,9 @@ class EndsElsewhere:
         self.look = EndsLook()
         self.written = written_elsewhere(store)
         inner: Any = getattr(store, "writes_go_to", store)
+        since = getattr(inner, "ends_since", None)
+        self.since: Callable[[], list[str] | None] | None = since if callable(since) else None
+        """The ids of the ends others saved since it was last asked (a memory store)."""
         among = getattr(inner, "ended_among", None)
         self.among: Callable[[list[str]], list[str]] = (
             among if callable(among) else functools.partial(_ended, store)
@@ -137,7 +142,11 @@ class EndsElsewhere:
         after. The writes failing, their waiters are told (``lost``) before the failure is
         raised (the outage's)."""
         core, store = self.core, self.store
-        due = self.look.due(core.hosted(), time.monotonic(), self.written())
+        if self.since is None:
+            due = self.look.due(core.hosted(), time.monotonic(), self.written())
+        else:  # (a memory store: the ends others saved, a round only if it lost count)
+            ids = self.since()
+            due = self.look.due(core.hosted(), time.monotonic(), ids is None) + (ids or [])
         live = [r for r in due if core.runs.live(r) is not None]
         ended: list[str] = []
         for at in range(0, len(live), READ_SLICE):

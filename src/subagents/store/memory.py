@@ -67,6 +67,10 @@ _KEPT_DIRECTLY = (
 """The methods whose writes ``MemoryStore._apply_batch`` makes itself, unless overridden."""
 
 
+ENDS_KEPT = 100_000
+"""The most ends ``MemoryStore.ends_since`` keeps between two calls (past it, it says so)."""
+
+
 class MemoryStore(RunStore):
     """Everything in memory; lost when the process ends (the promises: ``RunStore``)."""
 
@@ -91,6 +95,9 @@ class MemoryStore(RunStore):
         self._epochs = itertools.count(1)
         self._approvals: dict[str, ApprovalRecord] = {}
         self._previews: dict[str, Preview] = {}
+        self._ended: list[str] | None = []
+        """The runs whose end was saved through ``save_run`` since ``ends_since`` was last
+        asked (None: more than ``ENDS_KEPT``, or never asked)."""
 
     _direct = True
     """Whether ``_apply_batch`` keeps a run's record, events, outcome, mail, mail states
@@ -212,6 +219,20 @@ class MemoryStore(RunStore):
             if kept is not None and kept.status.terminal:
                 _refuse_second_end(kept, record)
             self._runs[record.run_id] = record
+            if record.status.terminal and (ended := self._ended) is not None:
+                ended.append(record.run_id)
+                if len(ended) > ENDS_KEPT:
+                    self._ended = None
+
+    def ends_since(self) -> list[str] | None:
+        """The runs whose end was saved through ``save_run`` since the last call: the ends
+        another writer made (the program holding the store, not the runtime, whose writes
+        go through ``write_all``'s ``_apply_batch``; one of its own here is looked at for
+        nothing), for ``actors.ends_elsewhere`` to look at those alone. None: more than
+        ``ENDS_KEPT`` were (look at every held run)."""
+        with self._lock:
+            ended, self._ended = self._ended, []
+        return ended
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
