@@ -124,9 +124,9 @@ def test_postgres_names_the_ended_among_ids(pg_url: str) -> None:
 
 
 def test_a_memory_store_keeps_the_ends_saved_through_save_run() -> None:
-    """``MemoryStore.ends_since``: the ends saved through ``save_run`` since the last call
+    """``MemoryStore.ends_log``: the ends saved through ``save_run`` since the last take
     (not a live save, not the runtime's batch writes); past ``ENDS_KEPT``, None."""
-    from subagents.store import memory
+    from subagents.store import ends_log, memory
     from subagents.store.writes import SaveRun, write_all
 
     store = memory.MemoryStore()
@@ -141,10 +141,10 @@ def test_a_memory_store_keeps_the_ends_saved_through_save_run() -> None:
     store.save_run(record("a", RunStatus.WAITING))
     store.save_run(record("b", RunStatus.CANCELLED))
     write_all(store, [SaveRun(record("c", RunStatus.COMPLETED))])  # (the runtime's way)
-    assert store.ends_since() == ["b"]
-    assert store.ends_since() == []
-    for i in range(memory.ENDS_KEPT + 1):
+    assert store.ends_log.take() == ["b"]
+    assert store.ends_log.take() == []
+    for i in range(ends_log.ENDS_KEPT + 1):
         store.save_run(record(f"r{i}", RunStatus.FAILED))
-    assert store.ends_since() is None
+    assert store.ends_log.take() is None
     store.save_run(record("d", RunStatus.FAILED))
-    assert store.ends_since() == ["d"]
+    assert store.ends_log.take() == ["d"]

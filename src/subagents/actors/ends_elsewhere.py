@@ -26,7 +26,7 @@ on its file, the durable ping-pong's case); when one did, one full round is read
 on. A PostgreSQL store answers with the ended ids alone (``ended_among``: no record sent
 or decoded). A memory store has one writer, the program holding it: the ends it saved
 through ``save_run`` (the runtime writes through ``write_all``'s ``_apply_batch``) are kept
-for the next look (``ends_since``), which reads those alone and makes no round (the
+for the next look (``store.ends_log``), which reads those alone and makes no round (the
 in-memory judges' runs are never read)."""
 
 from __future__ import annotations
@@ -126,8 +126,8 @@ class EndsElsewhere:
         self.look = EndsLook()
         self.written = written_elsewhere(store)
         inner: Any = getattr(store, "writes_go_to", store)
-        since = getattr(inner, "ends_since", None)
-        self.since: Callable[[], list[str] | None] | None = since if callable(since) else None
+        log_: Any = getattr(inner, "ends_log", None)
+        self.since: Callable[[], list[str] | None] | None = None if log_ is None else log_.take
         """The ids of the ends others saved since it was last asked (a memory store)."""
         among = getattr(inner, "ended_among", None)
         self.among: Callable[[list[str]], list[str]] = (
