@@ -106,6 +106,29 @@ def test_sqlite_says_when_another_connection_wrote(tmp_path: Path) -> None:
         assert not store.written_elsewhere()
 
 
+ENDED = (0, 7, 499, 500, 999, 1199)
+"""The ended runs of ``test_sqlite_names_the_ended_among_ids``: at each statement's edges."""
+
+
+def test_sqlite_names_the_ended_among_ids(tmp_path: Path) -> None:
+    """``SQLiteStore.ended_among``: the ids of those kept ended (by the status column, no
+    record decoded), over more ids than one statement takes; nothing of the live ones or
+    of those not in the store."""
+    with SQLiteStore(tmp_path / "runs.db") as store, store.batch():
+        for i in range(1200):
+            status = RunStatus.CANCELLED if i in ENDED else RunStatus.WAITING
+            ended_at = 1.0 if status.terminal else None
+            record = RunRecord(
+                run_id=f"r{i}", root_run_id=f"r{i}", agent="x", task="t", status=status,
+                ended_at=ended_at,
+            )  # fmt: skip
+            store.save_run(record)
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        ids = [f"r{i}" for i in range(1200)] + ["missing"]
+        assert sorted(store.ended_among(ids)) == sorted(f"r{i}" for i in ENDED)
+        assert store.ended_among([]) == []
+
+
 def test_postgres_names_the_ended_among_ids(pg_url: str) -> None:
     """``PostgresStore.ended_among``: the ids of those kept ended, nothing of the others
     (live, or not in the store)."""
