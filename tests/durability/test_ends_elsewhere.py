@@ -231,3 +231,46 @@ def test_a_damaged_record_of_a_held_run_halts_no_look(tmp_path: Path) -> None:
         after = rt.run("quick", "after", wait=WAIT)  # (no outage)
     assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
     assert after.status is RunStatus.COMPLETED, after
+
+
+def test_a_run_finishing_here_as_another_writer_ends_it_ends_once(
+    stores: tuple[RunStore, RunStore],
+) -> None:
+    """The race of the look with the run's own end: each run is ended elsewhere while it
+    works, then returns (its completion's save refused, or the poll's look first: the
+    returns spread over a poll or two, so both come). Either way it ends once: its caller
+    is told the end the store keeps, no end of the runtime's is written, and its slot is
+    freed once: afterwards one slot is still one (of two runs spawned, one works and one
+    queues; a slot freed twice would start both)."""
+    store, other = stores
+    tasks = [f"r{i}" for i in range(6)]
+    gates = {task: threading.Event() for task in [*tasks, "x1", "x2"]}
+
+    async def lead(ctx: AgentContext) -> str:
+        assert gates[ctx.task].wait(WAIT)
+        return ctx.task
+
+    agents = [FunctionAgent.create("lead", lead)]
+    try:
+        limits = {"per_agent": 1, "max_concurrency": 1}
+        with Runtime(agents, store=store, command_poll_s=POLL_S, limits=limits) as rt:
+            runs = [rt.spawn("lead", task) for task in tasks]
+            told = []
+            for i, (task, run) in enumerate(zip(tasks, runs, strict=True)):
+                _end_elsewhere(other, _stored(store, run.run_id, RunStatus.RUNNING))
+                time.sleep(i * POLL_S / 3)  # (no wait: the returns spread over a poll or two)
+                gates[task].set()  # its completion races the poll's look
+                told.append(run.result(timeout=WAIT))
+            for run in runs:
+                assert rt.status(run.run_id).status is RunStatus.CANCELLED
+            x1 = rt.spawn("lead", "x1")
+            x2 = rt.spawn("lead", "x2")
+            _stored(store, x1.run_id, RunStatus.RUNNING)
+            assert rt.status(x2.run_id).status is RunStatus.QUEUED, "a slot freed twice"
+    finally:
+        for gate in gates.values():
+            gate.set()
+    assert all((t.status, t.error) == (RunStatus.CANCELLED, "elsewhere") for t in told), told
+    for run in runs:
+        kinds = [e.kind for e in store.events(run.run_id)]
+        assert EventKind.COMPLETED not in kinds and EventKind.CANCELLED not in kinds, kinds
