@@ -202,7 +202,9 @@ def test_a_damaged_record_of_a_held_run_halts_no_look(tmp_path: Path) -> None:
     """A held run's record damaged in the file (a row that does not read as one) is skipped
     by the look, named in the log; the other held run, ended elsewhere, is let go all the
     same, and the runtime goes on (before the skip: the look's read failed, and with it
-    the runtime, through its store outage)."""
+    the runtime, through its store outage; since SQLite answers the look with ids alone,
+    ``ended_among``, no record is decoded here: the skip of a look that reads records is
+    tests/runtime/test_ends_look.py's)."""
     from damaged_rows import damage_run
     from subagents.store.sqlite import SQLiteStore
 

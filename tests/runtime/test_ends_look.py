@@ -171,3 +171,24 @@ def test_a_memory_store_keeps_the_ends_saved_through_save_run() -> None:
     assert store.ends_log.take() is None
     store.save_run(record("d", RunStatus.FAILED))
     assert store.ends_log.take() == ["d"]
+
+
+def test_a_damaged_record_is_skipped_by_a_look_that_reads_records(tmp_path: Path) -> None:
+    """``ends_elsewhere._ended`` (the look of a store with no ``ended_among``: a cluster's,
+    a memory store's): a held run's record that does not read is skipped, the others read
+    one by one (the durability test's SQLite store answers by ids, decoding nothing)."""
+    from damaged_rows import damage_run
+    from subagents.actors.ends_elsewhere import _ended
+
+    path = tmp_path / "runs.db"
+    with SQLiteStore(path) as store:
+        for run_id, status in (("a", RunStatus.WAITING), ("b", RunStatus.CANCELLED)):
+            ended_at = 1.0 if status.terminal else None
+            record = RunRecord(
+                run_id=run_id, root_run_id=run_id, agent="x", task="t", status=status,
+                ended_at=ended_at,
+            )  # fmt: skip
+            store.save_run(record)
+        store.save_run(RunRecord(run_id="c", root_run_id="c", agent="x", task="t"))
+        damage_run(path, "c")
+        assert _ended(store, ["a", "c", "b", "missing"]) == ["b"]
