@@ -18,6 +18,7 @@ import functools
 from collections.abc import Callable
 
 from subagents.actors.end_race import as_kept
+from subagents.actors.ends_elsewhere import EndsElsewhere
 from subagents.messages import RunRecord
 from subagents.store.base import RunStore
 from subagents.store.leases import live_owners
@@ -26,6 +27,31 @@ from subagents.store.writes import write_all
 from subagents.supervision.commands import forgotten_commands
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Decision, Effect
+
+
+class CommandPoll:
+    """The supervisor's periodic look at the store (``PollCommands``): the commands other
+    processes posted (``take_commands``), then the runs held live here that another writer
+    ended (``actors.ends_elsewhere``), each in its own transaction."""
+
+    def __init__(
+        self,
+        core: SupervisorCore,
+        store: RunStore,
+        lost: Callable[[Exception, list[Effect]], None],
+    ) -> None:
+        """``lost``: told a decision's effects whose writes failed (``SupervisorActor._lost``)."""
+        self.core = core
+        self.store = store
+        self.lost = lost
+        self.ends = EndsElsewhere(core, store, lost)
+
+    def take(self, now: float) -> list[Effect]:
+        """The effects to carry out of both (the commands' first); ``now``: the runtime's
+        clock (``take_commands``)."""
+        effects = take_commands(self.core, self.store, now, self.lost)
+        ended = self.ends.take()
+        return effects + ended if ended else effects
 
 
 def take_commands(

@@ -22,8 +22,9 @@ land between; PostgreSQL: one may, and it is tried again, up to ``TRIES``). For 
 - its requester (the outside for a root, its parent's tool call) is told the outcome the
   store keeps, not the runtime's, and that outcome is marked delivered;
 - its subscribers are shown the end event the store keeps (none if its writer appended
-  none), not the runtime's end event, which the store does not keep; its other events
-  (a dead letter of its unread mail) are written and shown;
+  none), not the runtime's end event, which the store does not keep; its events saying it
+  lives (a refused wait's ``waiting``: ``LIVE_KINDS``) are neither written nor shown; its
+  other events (a dead letter of its unread mail, a step it took) are written and shown;
 - the rest of the decision stands: its agent was stopped, its slot freed, its children
   cancelled (their reason names the runtime's end), its unread mail made dead letters, as
   for any end: the run ended either way.
@@ -43,7 +44,16 @@ import msgspec
 from subagents.actors.owed import END_KINDS, about
 from subagents.actors.told_answers import rolled_back
 from subagents.logs import get_logger
-from subagents.messages import Batch, ChildDone, DeliverMail, Event, Mail, Outcome, RunRecord
+from subagents.messages import (
+    Batch,
+    ChildDone,
+    DeliverMail,
+    Event,
+    EventKind,
+    Mail,
+    Outcome,
+    RunRecord,
+)
 from subagents.store.base import READ_SLICE, AlreadyEnded, RunStore
 from subagents.store.memory import MemoryStore
 from subagents.store.writes import (
@@ -286,6 +296,8 @@ def _without(
                     shown.add(run_id)
                     out += (Publish(e) for e in _kept_end(store, run_id))
                 continue
+            if run_id in kept and effect.event.kind in LIVE_KINDS:
+                continue  # (not written either: ``_stands``)
         elif type(effect) is TellOutside or type(effect) is Tell:
             effect = _told_kept(effect, kept, told)
         out.append(effect)
@@ -339,13 +351,31 @@ def _kept_in(message: Any, reports: dict[str, Mail]) -> Any:
     return message
 
 
+LIVE_KINDS = frozenset(
+    {
+        EventKind.QUEUED,
+        EventKind.STARTED,
+        EventKind.WAITING,
+        EventKind.PARKED,
+        EventKind.UNPARKED,
+        EventKind.RESTARTED,
+        EventKind.PLACED,
+    }
+)
+"""The events saying a run is live (queued, started, waiting...): of a run the store keeps
+ended by another writer, neither written nor shown (its live save was refused: they would
+say it lives after its end). What it did (a ``step``, a ``tool_call``, a mail) is written."""
+
+
 def _stands(write: Write) -> bool:
     """Whether ``write``, about a run the store keeps ended by another writer, is written all
     the same: what the runtime's end did besides ending it (it ended either way), which no
-    end refuses: an event that is not an end (a ``dead_letter``, whose mail's state is
+    end refuses: an event that is neither an end nor a live one (``LIVE_KINDS``: a refused
+    wait's ``waiting``, since session 30), as a ``dead_letter`` (whose mail's state is
     written: ``SetMailsState``), its preview and subscriptions dropped (as in memory)."""
     if isinstance(write, AppendEvent):
-        return write.event.kind not in END_KINDS
+        kind = write.event.kind
+        return kind not in END_KINDS and kind not in LIVE_KINDS
     return isinstance(write, DropPreview | DropSubscriptions)
 
 

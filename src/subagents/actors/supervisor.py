@@ -37,7 +37,7 @@ from typing import Any
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.alone import STRAIGHT, last_step_decision, last_steps, receive, straight
 from subagents.actors.ask_claims import AskClaims
-from subagents.actors.command_poll import take_commands
+from subagents.actors.command_poll import CommandPoll
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.end_race import EndRace
@@ -211,6 +211,7 @@ class SupervisorActor(FastInboxActor):
         self.linger = GroupLinger(timer, self.actor_ref, store)
         self.late = late_reports(self, timer)  # (after ``linger``: it reads its delay)
         self.tail = StepTail(self, timer)  # (after ``late``: it reads its line)
+        self.poll = CommandPoll(core, store, self._lost)  # (``PollCommands``)
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
@@ -505,8 +506,9 @@ class SupervisorActor(FastInboxActor):
         """A message the actor answers itself, reading or sweeping the store or asking the
         core a question (no decision to carry out); anything else is logged and dropped."""
         match message:
-            case PollCommands():
-                return self._take_commands()
+            case PollCommands():  # the commands others posted, the ends they wrote
+                self._apply(self.poll.take(self.now()))
+                return None
             case Restore(roots=roots):
                 return self._restore(roots)
             case Inspect(run_id=run_id):
@@ -520,10 +522,6 @@ class SupervisorActor(FastInboxActor):
             case _:
                 log.warning("unexpected message", message=type(message).__name__)
                 return None
-
-    def _take_commands(self) -> None:
-        """Act on the commands other processes posted (``actors.command_poll``)."""
-        self._apply(take_commands(self.core, self.store, self.now(), self._lost))
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
         """Take up the orphaned runs (``actors.restored``); the effects (starts) follow."""

@@ -43,6 +43,7 @@ from subagents.store.base import (
     fenced_message,
     second_end,
 )
+from subagents.store.ends_log import EndsLog
 from subagents.store.memory_undo import MISSING, roll_back, undo_of
 from subagents.store.writes import (
     AppendEvent,
@@ -91,6 +92,7 @@ class MemoryStore(RunStore):
         self._epochs = itertools.count(1)
         self._approvals: dict[str, ApprovalRecord] = {}
         self._previews: dict[str, Preview] = {}
+        self.ends_log = EndsLog()  # (another writer's ends: ``actors.ends_elsewhere``)
 
     _direct = True
     """Whether ``_apply_batch`` keeps a run's record, events, outcome, mail, mail states
@@ -121,27 +123,25 @@ class MemoryStore(RunStore):
 
     def _apply_batch(self, writes: Sequence[Write], fence: tuple[str, int] | None = None) -> None:
         """A batch's ``writes`` in order, in one call under one hold of the lock
-        (``store.writes.write_all``). Why: every decision's
-        writes pass here, and through a method each, a write cost two Python calls and a
-        lock of its own (a trivial run makes six: its record twice, three events, its
-        outcome); those kinds, and mail, its states and a journal (a ping-pong's every
-        mail, their undo taken here, not by ``undo_of``), are kept here directly (no hold
-        of the lock again), any other through its method. A
-        subclass that overrides one of those methods has every write go through its method
-        (``_direct``): its override is never bypassed. Private: ``write_all``'s hook, not
-        a call of the store's public API (whose types ``subagents`` exports: the writes are
-        internal to the runtime; tests/runtime/test_public_api.py).
+        (``store.writes.write_all``). Why: every decision's writes pass here, and through a method
+        each, a write cost two Python calls and a lock of its own (a trivial run makes six: its
+        record twice, three events, its outcome); those kinds, and mail, its states and a journal (a
+        ping-pong's every mail, their undo taken here, not by ``undo_of``), are kept here directly
+        (no hold of the lock again), any other through its method. A subclass that overrides one of
+        those methods has every write go through its method (``_direct``): its override is never
+        bypassed. Private: ``write_all``'s hook, not a call of the store's public API (whose types
+        ``subagents`` exports: the writes are internal to the runtime;
+        tests/runtime/test_public_api.py).
 
-        All or nothing, as a batch of SQLite's: should a write raise, those before it are
-        undone and the error raised (``store.memory_undo.roll_back``). What undoes them costs
-        the way of every run no call: a record, an event or an outcome kept anew is undone
-        by the write itself (its key out again, its event popped); only a value a write
-        replaces is kept (``replaced``, by the write's place), and any other kind of write
-        takes its undo step before it (``undo_of``).
+        All or nothing, as a batch of SQLite's: should a write raise, those before it are undone and
+        the error raised (``store.memory_undo.roll_back``). What undoes them costs the way of every
+        run no call: a record, an event or an outcome kept anew is undone by the write itself (its
+        key out again, its event popped); only a value a write replaces is kept (``replaced``, by
+        the write's place), and any other kind of write takes its undo step before it (``undo_of``).
 
         ``fence`` (an owner and its epoch): checked first, under the same hold of the lock
-        (``FencedStore.write_batch``: the batch, its fence and its writes in this one call,
-        not a fenced batch opened and closed around it).
+        (``FencedStore.write_batch``: the batch, its fence and its writes in this one call, not a
+        fenced batch opened and closed around it).
 
         A run saved twice in the batch is saved twice here, not once at its last save as
         through the methods (``store.writes.superseded``): in a dict the last save is what
@@ -212,6 +212,7 @@ class MemoryStore(RunStore):
             if kept is not None and kept.status.terminal:
                 _refuse_second_end(kept, record)
             self._runs[record.run_id] = record
+            self.ends_log.saved(record)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:

@@ -176,6 +176,16 @@ class PostgresStore(RunStore):
         )
         return {run_id: self._tx.decode(_run_decoder, raw, "runs", run_id) for run_id, raw in rows}
 
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        """Those of ``run_ids`` the store keeps ended: their ids alone, no record read or
+        decoded (``actors.ends_elsewhere``: a look at every held run each round)."""
+        rows = self._tx.read(
+            "SELECT run_id FROM runs WHERE run_id = ANY(%s) AND status = ANY(%s)",
+            (list(run_ids), _TERMINAL),
+            f"reading which of {len(run_ids)} runs ended",
+        )
+        return [row[0] for row in rows]
+
     def list_runs(
         self,
         *,

@@ -232,7 +232,8 @@ class SQLiteStore(RunStore):
                 conn.close()
             raise
         self._tx = Transactions(self.path, conn, on_close=lambda: OPEN_FILES.closing(key))
-        self._processes = ProcessRows(self._tx)
+        rows = self._processes = ProcessRows(self._tx)  # (below: ``actors.ends_elsewhere``)
+        self.written_elsewhere, self.ended_among = rows.written_elsewhere, rows.ended_among
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)
         self._approvals = ApprovalRows(self._tx)

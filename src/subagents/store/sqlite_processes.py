@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from subagents.messages import COMMAND_KINDS, Command, Lease
+from subagents.messages import COMMAND_KINDS, TERMINAL_STATUSES, Command, Lease
 from subagents.store import lease_fences
 from subagents.store.base import Fenced, fenced_message
 from subagents.store.sqlite_tx import Transactions, encode_row
@@ -28,6 +28,11 @@ document, which says the same. Before, ``json_extract(lease, '$.epoch')``: the d
 parsed by every fenced write, each durable mail's sender's among them."""
 
 
+_IDS_A_STATEMENT = 500
+"""Ids a statement of ``ended_among`` (under an old SQLite's 999 values, with the statuses)."""
+_TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
+
+
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
@@ -37,6 +42,35 @@ class ProcessRows:
 
     def __init__(self, tx: Transactions) -> None:
         self.tx = tx
+        self._version: int | None = None
+        """The file's ``data_version`` when ``written_elsewhere`` last read it."""
+
+    def written_elsewhere(self) -> bool:
+        """Whether another connection (another process, another store on the file) committed
+        to the file since the last call (``PRAGMA data_version``, which this connection's own
+        commits leave alone; the first call: True). A runtime alone on its file then reads
+        nothing more to know that no run it holds was ended elsewhere
+        (``actors.ends_elsewhere``)."""
+        rows = self.tx.read("PRAGMA data_version", (), "reading the file's data version")
+        version = int(rows[0][0])
+        seen, self._version = self._version, version
+        return seen != version
+
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        """Those of ``run_ids`` the file keeps ended: their ids alone, by the ``status``
+        column, no record read or decoded (``actors.ends_elsewhere``'s look at every held
+        run a round: ~0.1 us of CPU a run, where ``get_runs`` took ~6 us, its decode)."""
+        ids = list(run_ids)
+        ended: list[str] = []
+        for at in range(0, len(ids), _IDS_A_STATEMENT):
+            part = ids[at : at + _IDS_A_STATEMENT]
+            sql = (
+                f"SELECT run_id FROM runs WHERE run_id IN ({_marks(len(part))})"
+                f" AND status IN ({_marks(len(_TERMINAL))})"
+            )
+            rows = self.tx.read(sql, (*part, *_TERMINAL), f"reading which of {len(part)} ended")
+            ended += (row[0] for row in rows)
+        return ended
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         """Queue a command for the runtime that owns ``run_id``; safe from any process."""
