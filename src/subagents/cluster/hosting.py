@@ -353,7 +353,8 @@ class ClusterHosting:
                 value = None
             elif isinstance(message, RememberedRules):  # (the supervisor's asks: ``NodeAsks``)
                 remembered = self._remembered
-                value = remembered(message.root_run_id) if remembered is not None else ()
+                # a list: msgpack gives a tuple back as a list, so a tuple would go pickled
+                value = list(remembered(message.root_run_id)) if remembered is not None else []
             else:  # (``_hand_over`` sends only these two here)
                 raise TypeError(f"not an ask of the store: {type(message).__name__}")
             answer = Answer(asked.key, value=value)
