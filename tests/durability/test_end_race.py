@@ -19,14 +19,12 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import pytest
 
+import two_handles
 from polling import wait_until
 from run_ends import ends_of
 from subagents import FunctionAgent, Runtime
@@ -35,58 +33,15 @@ from subagents.messages import (
     Batch,
     Event,
     EventKind,
-    Outcome,
     RunFinished,
-    RunRecord,
     RunStatus,
 )
 from subagents.store.base import RunStore
-from subagents.store.memory import MemoryStore
 
 WAIT = 60.0
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStore, RunStore]]:
-    """The runtime's store and the stranger's handle on the same data."""
-    if request.param == "memory":
-        store = MemoryStore()
-        yield store, store
-        return
-    if request.param == "sqlite":
-        from subagents.store.sqlite import SQLiteStore
-
-        first, second = SQLiteStore(tmp_path / "runs.db"), SQLiteStore(tmp_path / "runs.db")
-    else:
-        from subagents.store.postgres import PostgresStore
-
-        url = request.getfixturevalue("pg_url")
-        first, second = PostgresStore(url), PostgresStore(url)
-    try:
-        yield first, second
-    finally:
-        second.close()
-        first.close()
-
-
-def _started(store: RunStore, run_id: str) -> RunRecord:
-    """``run_id``'s record once the store keeps it started."""
-    deadline = time.monotonic() + WAIT
-    while (record := store.get_run(run_id)) is None or record.started_at is None:
-        assert time.monotonic() < deadline, f"{run_id}'s start"
-        time.sleep(0.02)
-    return record
-
-
-def _end_elsewhere(other: RunStore, record: RunRecord) -> None:
-    """The stranger's end of ``record``'s run: cancelled, with its outcome, no event."""
-    end = Outcome(run_id=record.run_id, status=RunStatus.CANCELLED, error="elsewhere")
-    with other.batch():
-        ended = msgspec.structs.replace(
-            record, status=RunStatus.CANCELLED, ended_at=time.time(), outcome=end
-        )
-        other.save_run(ended)
-        other.save_outcome(end)
+stores = two_handles.stores
 
 
 def _in_line(supervisor: Any, run_id: str) -> bool:
@@ -116,8 +71,8 @@ def test_an_end_refused_drops_only_itself_and_no_other_run_is_stopped(
     agents = [FunctionAgent.create("held", _gated(gates))]
     with Runtime(agents, store=store, command_poll_s=0) as rt:
         a, b = rt.spawn("held", "a"), rt.spawn("held", "b")
-        _end_elsewhere(other, _started(store, a.run_id))
-        _started(store, b.run_id)
+        two_handles.end_elsewhere(other, two_handles.started(store, a.run_id))
+        two_handles.started(store, b.run_id)
         gates["a"].set()  # its own end now: refused
         told = a.result(timeout=WAIT)
         gates["b"].set()
@@ -157,8 +112,8 @@ def test_an_end_refused_in_a_group_keeps_the_groups_other_decisions(
     with Runtime(agents, store=store, command_poll_s=0) as rt:
         rt.subscribe(hold)
         a, b = rt.spawn("held", "a"), rt.spawn("held", "b")
-        _end_elsewhere(other, _started(store, a.run_id))
-        _started(store, b.run_id)
+        two_handles.end_elsewhere(other, two_handles.started(store, a.run_id))
+        two_handles.started(store, b.run_id)
         armed.set()
         try:
             first = rt.spawn("echo", "first")
@@ -202,8 +157,8 @@ def test_a_stop_posted_for_a_run_another_writer_ended_keeps_the_stores_end(
     try:
         with Runtime(agents, store=store, command_poll_s=0.05) as rt:
             a, b = rt.spawn("held", "a"), rt.spawn("held", "b")
-            _end_elsewhere(other, _started(store, a.run_id))
-            _started(store, b.run_id)
+            two_handles.end_elsewhere(other, two_handles.started(store, a.run_id))
+            two_handles.started(store, b.run_id)
             other.post_command("stop", a.run_id, "stopped from the console")
             told = a.result(timeout=WAIT)  # (the poll's decision: the run's agent let go)
             gates["b"].set()
@@ -231,7 +186,7 @@ def test_a_stop_whose_writes_fail_tells_the_stopped_runs_caller(tmp_path: Path) 
         try:
             with Runtime(agents, store=store, command_poll_s=0.05) as rt:
                 a = rt.spawn("held", "a")
-                _started(store, a.run_id)
+                two_handles.started(store, a.run_id)
                 stranger = sqlite3.connect(db)  # (a stranger's DDL, committed at once)
                 with contextlib.closing(stranger), stranger:
                     stranger.execute(
@@ -268,9 +223,9 @@ def test_a_wait_saved_over_another_writers_end_keeps_that_end(
     try:
         with Runtime(agents, store=store, command_poll_s=0) as rt:
             a, b = rt.spawn("waits", "a"), rt.spawn("held", "b")
-            _end_elsewhere(other, _started(store, a.run_id))
+            two_handles.end_elsewhere(other, two_handles.started(store, a.run_id))
             ended = store.get_run(a.run_id)
-            _started(store, b.run_id)
+            two_handles.started(store, b.run_id)
             gates["a"].set()  # it waits now: refused, the store's end taken
             told = a.result(timeout=WAIT)
             gates["b"].set()
@@ -309,7 +264,7 @@ def test_a_background_childs_report_says_the_end_the_store_keeps(
                 lambda: any(r.agent == "held" for r in store.list_runs()), "the child's record"
             )
             child = next(r for r in store.list_runs() if r.agent == "held")
-            _end_elsewhere(other, _started(store, child.run_id))
+            two_handles.end_elsewhere(other, two_handles.started(store, child.run_id))
             gate.set()  # its own end: refused; its report mailed
             report = parent.result(timeout=WAIT)
     finally:

@@ -9,63 +9,20 @@ connection: tests/pgserver.py)."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import msgspec
-import pytest
 
+import two_handles
 from polling import wait_until
 from subagents import FunctionAgent, Runtime
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Outcome, RunRecord, RunStatus
+from subagents.messages import RunStatus
 from subagents.store.base import RunStore
-from subagents.store.memory import MemoryStore
 
 WAIT = 60.0
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStore, RunStore]]:
-    """The runtime's store and the stranger's handle on the same data."""
-    if request.param == "memory":
-        store = MemoryStore()
-        yield store, store
-        return
-    if request.param == "sqlite":
-        from subagents.store.sqlite import SQLiteStore
-
-        first, second = SQLiteStore(tmp_path / "runs.db"), SQLiteStore(tmp_path / "runs.db")
-    else:
-        from subagents.store.postgres import PostgresStore
-
-        url = request.getfixturevalue("pg_url")
-        first, second = PostgresStore(url), PostgresStore(url)
-    try:
-        yield first, second
-    finally:
-        second.close()
-        first.close()
-
-
-def _started(store: RunStore, run_id: str) -> RunRecord:
-    deadline = time.monotonic() + WAIT
-    while (record := store.get_run(run_id)) is None or record.started_at is None:
-        assert time.monotonic() < deadline, f"{run_id}'s start"
-        time.sleep(0.02)
-    return record
-
-
-def _end_elsewhere(other: RunStore, record: RunRecord) -> None:
-    end = Outcome(run_id=record.run_id, status=RunStatus.CANCELLED, error="elsewhere")
-    with other.batch():
-        other.save_run(
-            msgspec.structs.replace(
-                record, status=RunStatus.CANCELLED, ended_at=time.time(), outcome=end
-            )
-        )
-        other.save_outcome(end)
+stores = two_handles.stores
 
 
 def test_a_refused_wait_frees_the_slot_for_the_run_queued_behind(
@@ -89,9 +46,9 @@ def test_a_refused_wait_frees_the_slot_for_the_run_queued_behind(
     try:
         with Runtime(agents, store=store, command_poll_s=0, limits={"per_agent": 1}) as rt:
             first = rt.spawn("lead", "first")
-            started = _started(store, first.run_id)
+            started = two_handles.started(store, first.run_id)
             second = rt.spawn("lead", "second")
-            _end_elsewhere(other, started)
+            two_handles.end_elsewhere(other, started)
             gate.set()
             went_on = second.result(timeout=WAIT)  # the first's slot was freed
             told = first.result(timeout=WAIT)
@@ -129,7 +86,7 @@ def test_a_background_child_ended_elsewhere_that_waits_reports_the_kept_end(
                 lambda: any(r.agent == "waits" for r in store.list_runs()), "the child's record"
             )
             child = next(r for r in store.list_runs() if r.agent == "waits")
-            _end_elsewhere(other, _started(store, child.run_id))
+            two_handles.end_elsewhere(other, two_handles.started(store, child.run_id))
             gate.set()
             report = parent.result(timeout=WAIT)
     finally:

@@ -11,43 +11,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import msgspec
-import pytest
-
+import two_handles
 from subagents import FunctionAgent, Runtime
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.store.base import RunStore
-from subagents.store.memory import MemoryStore
 
 WAIT = 60.0
 POLL_S = 0.05
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStore, RunStore]]:
-    """The runtime's store and the stranger's handle on the same data."""
-    if request.param == "memory":
-        store = MemoryStore()
-        yield store, store
-        return
-    if request.param == "sqlite":
-        from subagents.store.sqlite import SQLiteStore
-
-        first, second = SQLiteStore(tmp_path / "runs.db"), SQLiteStore(tmp_path / "runs.db")
-    else:
-        from subagents.store.postgres import PostgresStore
-
-        url = request.getfixturevalue("pg_url")
-        first, second = PostgresStore(url), PostgresStore(url)
-    try:
-        yield first, second
-    finally:
-        second.close()
-        first.close()
+stores = two_handles.stores
 
 
 def _stored(store: RunStore, run_id: str, status: RunStatus) -> RunRecord:
@@ -56,17 +32,6 @@ def _stored(store: RunStore, run_id: str, status: RunStatus) -> RunRecord:
         assert time.monotonic() < deadline, f"{run_id} {status}: {record}"
         time.sleep(0.02)
     return record
-
-
-def _end_elsewhere(other: RunStore, record: RunRecord) -> None:
-    end = Outcome(run_id=record.run_id, status=RunStatus.CANCELLED, error="elsewhere")
-    with other.batch():
-        other.save_run(
-            msgspec.structs.replace(
-                record, status=RunStatus.CANCELLED, ended_at=time.time(), outcome=end
-            )
-        )
-        other.save_outcome(end)
 
 
 def test_a_run_waiting_for_mail_ended_elsewhere_is_let_go(
@@ -84,7 +49,7 @@ def test_a_run_waiting_for_mail_ended_elsewhere_is_let_go(
     agents = [FunctionAgent.create("waits", waits)]
     with Runtime(agents, store=store, command_poll_s=POLL_S) as rt:
         run = rt.spawn("waits", "w")
-        _end_elsewhere(other, _stored(store, run.run_id, RunStatus.WAITING))
+        two_handles.end_elsewhere(other, _stored(store, run.run_id, RunStatus.WAITING))
         told = run.result(timeout=WAIT)  # (before: until the close)
         assert rt.status(run.run_id).status is RunStatus.CANCELLED
     assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
@@ -123,7 +88,7 @@ def test_a_busy_run_ended_elsewhere_frees_its_slot_and_stops_before_its_next_ste
             live = rt.spawn("lead", "live")
             started = _stored(store, first.run_id, RunStatus.RUNNING)
             second = rt.spawn("lead", "second")  # (queued: both slots held)
-            _end_elsewhere(other, started)
+            two_handles.end_elsewhere(other, started)
             done = second.result(timeout=WAIT)  # the first's slot was freed
             told = first.result(timeout=WAIT)
             gate.set()
@@ -156,7 +121,7 @@ def test_a_refused_wait_writes_no_waiting_event_after_the_end(
             shown: list[Event] = []
             rt.subscribe(shown.append)
             run = rt.spawn("lead", "first")
-            _end_elsewhere(other, _stored(store, run.run_id, RunStatus.RUNNING))
+            two_handles.end_elsewhere(other, _stored(store, run.run_id, RunStatus.RUNNING))
             gate.set()
             told = run.result(timeout=WAIT)
             seen = [e.kind for e in list(shown) if e.run_id == run.run_id]
@@ -190,7 +155,7 @@ def test_a_function_agent_sleeping_through_an_end_elsewhere_does_not_wake_to_wor
     with Runtime(agents, store=store, command_poll_s=POLL_S) as rt:
         ended = rt.spawn("sleeper", "ended")
         witness = rt.spawn("sleeper", "witness")
-        _end_elsewhere(other, _stored(store, ended.run_id, RunStatus.WAITING))
+        two_handles.end_elsewhere(other, _stored(store, ended.run_id, RunStatus.WAITING))
         told = ended.result(timeout=WAIT)
         assert not woke["witness"].is_set(), "the end was noticed only after the sleep"
         assert witness.result(timeout=WAIT).result == "woke"
@@ -228,7 +193,7 @@ def test_a_damaged_record_of_a_held_run_halts_no_look(tmp_path: Path) -> None:
         _stored(store, damaged.run_id, RunStatus.WAITING)
         record = _stored(store, run.run_id, RunStatus.WAITING)
         damage_run(path, damaged.run_id)
-        _end_elsewhere(other, record)
+        two_handles.end_elsewhere(other, record)
         told = run.result(timeout=WAIT)
         after = rt.run("quick", "after", wait=WAIT)  # (no outage)
     assert (told.status, told.error) == (RunStatus.CANCELLED, "elsewhere"), told
@@ -259,7 +224,7 @@ def test_a_run_finishing_here_as_another_writer_ends_it_ends_once(
             runs = [rt.spawn("lead", task) for task in tasks]
             told = []
             for i, (task, run) in enumerate(zip(tasks, runs, strict=True)):
-                _end_elsewhere(other, _stored(store, run.run_id, RunStatus.RUNNING))
+                two_handles.end_elsewhere(other, _stored(store, run.run_id, RunStatus.RUNNING))
                 time.sleep(i * POLL_S / 3)  # (no wait: the returns spread over a poll or two)
                 gates[task].set()  # its completion races the poll's look
                 told.append(run.result(timeout=WAIT))
