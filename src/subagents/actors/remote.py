@@ -46,6 +46,7 @@ import pykka
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
 from subagents.actors.mail_desk import MailDesk
+from subagents.actors.node_specs import KeptSpecs
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.timer import TimerService
 from subagents.blocking import about_to_block
@@ -274,6 +275,7 @@ class NodeRuns:
             dispatcher=self.dispatcher,
             mail=self.desk,
         )
+        self._specs = KeptSpecs()  # one definition object per definition: its caches hit
         self._lock = threading.RLock()
         """Over the effector (``deliver``, ``_told``): re-entered when a start in ``deliver``
         reports its run's end at once (no thread for its agent: ``Effector._no_thread``
@@ -314,7 +316,7 @@ class NodeRuns:
     def deliver(self, effects: Sequence[Effect]) -> None:
         """Carry out what the supervisor decided for runs on this node, in order."""
         with self._lock:
-            self.effector.apply(effects)
+            self.effector.apply(self._specs.same(effects))
 
     def _told(self, message: Any) -> None:
         if type(message) is Batch and message.messages:  # an end goes last, after its
