@@ -361,8 +361,8 @@ class RoutingEffector(Effector):
         can take it now but one that could is expected back (the start waits for
         ``placeable``); a start no node will ever take is ``place``'s to refuse (raising:
         the run fails with the reason). Each start placed is told to the supervisor
-        (``Placed``, with the node's address, ``address_of(node)``): the run's record and
-        events say which node it is on."""
+        (``Placed``, with the node's address, ``address_of(node)``; those of one ``apply``
+        in one ``Batch``): the run's record and events say which node it is on."""
         super().__init__(**kwargs)
         self._place = place
         self._send = send
@@ -379,12 +379,15 @@ class RoutingEffector(Effector):
     def apply(self, effects: Iterable[Effect]) -> None:
         outgoing: dict[str, list[Effect]] = {}
         local: list[Effect] = []
+        placed: list[Placed] = []
         for effect in effects:
-            node = self._route(effect)
+            node = self._route(effect, placed)
             if node is None:
                 local.append(effect)
             elif node:  # "": a run hosted nowhere (ended, lost): nothing to tell it
                 outgoing.setdefault(node, []).append(effect)
+        if placed:  # before the starts are sent: ahead of anything they can report
+            self._placed(placed)
         if local:
             super().apply(local)
         for node, items in outgoing.items():
@@ -393,9 +396,10 @@ class RoutingEffector(Effector):
             except Exception:
                 log.exception("sending to a node failed", node=node, items=len(items))
 
-    def _route(self, effect: Effect) -> str | None:
+    def _route(self, effect: Effect, placed: list[Placed]) -> str | None:
         """The node ``effect`` goes to; None for one carried out here; "" for one to drop
-        (a tell or stop for a run hosted nowhere)."""
+        (a tell or stop for a run hosted nowhere). A start placed adds its ``Placed`` to
+        ``placed``."""
         match effect:
             case StartRun(record=record, attempt=attempt):
                 with self._lock:
@@ -424,7 +428,10 @@ class RoutingEffector(Effector):
                 if refused is not None:
                     self._refuse(effect, refused)
                 elif node:
-                    self._placed(record.run_id, attempt, node)
+                    address = self._address_of(node)
+                    placed.append(
+                        Placed(run_id=record.run_id, attempt=attempt, node=node, address=address)
+                    )
                 return node or ""
             case Tell(run_id=run_id):
                 with self._lock:
@@ -443,13 +450,15 @@ class RoutingEffector(Effector):
                 return found[0]
         return None
 
-    def _placed(self, run_id: str, attempt: int, node: str) -> None:
-        """Tell the supervisor (into its inbox, ahead of anything the start can report)."""
+    def _placed(self, placed: list[Placed]) -> None:
+        """Tell the supervisor where the starts of one ``apply`` went (into its inbox, ahead
+        of anything they can report): one message for all of them, a ``Batch`` (a fan-out's
+        100 starts were 100 turns of the supervisor, one each)."""
         if self.supervisor is None:
             return
-        placed = Placed(run_id=run_id, attempt=attempt, node=node, address=self._address_of(node))
+        message = placed[0] if len(placed) == 1 else Batch(tuple(placed))
         with contextlib.suppress(pykka.ActorDeadError):
-            self.supervisor.tell(placed)
+            self.supervisor.tell(message)
 
     def _refuse(self, start: StartRun, exc: Exception) -> None:
         """No node will take ``start``: its run fails with the reason, reported as its
