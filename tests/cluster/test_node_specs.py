@@ -94,3 +94,32 @@ def test_a_node_starts_each_run_of_a_definition_with_the_one_object() -> None:
         assert all(spec is seen[0] for spec in seen), [id(spec) for spec in seen]
     finally:
         runs.close()
+
+
+def test_a_definition_equal_by_value_but_not_the_same_is_not_replaced() -> None:
+    """``==`` holds ``1 == True == 1.0`` in a definition's free-form fields (hooks, MCP
+    servers, metadata): a hook's ``timeout: true`` (refused: the runs fail) fixed to
+    ``timeout: 1`` and reloaded compares equal to the kept one, and must not run with it."""
+
+    def hooked(timeout: Any) -> AgentSpec:
+        hook = {"type": "command", "command": "true", "timeout": timeout}
+        return AgentSpec(
+            name="worker",
+            description="d",
+            hooks={"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]},
+            metadata={"flag": timeout},
+        )
+
+    kept = KeptSpecs()
+    bad, fixed, again = across(
+        [start("r0", hooked(True)), start("r1", hooked(1)), start("r2", hooked(1))]
+    )
+    assert isinstance(bad, StartRun) and isinstance(fixed, StartRun)
+    assert isinstance(again, StartRun)
+    assert bad.spec == fixed.spec  # what ``==`` says: the reason for this test
+    kept.same([bad])
+    (got,) = kept.same([fixed])
+    assert isinstance(got, StartRun) and got.spec is fixed.spec
+    assert got.spec.metadata["flag"] is not True
+    (later,) = kept.same([again])
+    assert isinstance(later, StartRun) and later.spec is fixed.spec  # kept from then on

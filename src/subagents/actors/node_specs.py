@@ -13,9 +13,12 @@ its permission rules and filtered its tools again (measured by yappi in the node
 (e-cluster22)").
 
 So the node keeps the last definition it was sent under each name, and a start whose
-definition equals it (msgspec's ``==``: every field) is carried out with the kept object
-instead. A definition that differs (reloaded on the driver) replaces the kept one: a start
-never runs with a definition other than the one it carried, only with an equal object.
+definition is the same as it is carried out with the kept object instead. The same: their
+msgpack encodings are equal, byte for byte (not ``==``, which holds ``1 == 1.0 == True`` in
+the free-form fields: a hook's ``timeout: true``, refused, fixed to ``timeout: 1`` compares
+equal, and its runs would have gone on failing with the kept one). A definition that
+differs (reloaded on the driver) replaces the kept one: a start never runs with a
+definition other than the one it carried, only with an identical object.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import msgspec
 
 from subagents.definitions.spec import AgentSpec
 from subagents.supervision.effects import Effect, StartRun
+
+_encode = msgspec.msgpack.Encoder().encode
 
 KEPT_MOST = 1024
 """The most names kept (cleared when full: a node sent that many definitions stays bounded)."""
@@ -38,11 +43,12 @@ class KeptSpecs:
     __slots__ = ("_kept",)
 
     def __init__(self) -> None:
-        self._kept: dict[str, AgentSpec] = {}
+        self._kept: dict[str, tuple[AgentSpec, bytes]] = {}
+        """Each name's kept definition and its encoding."""
 
     def same(self, effects: Sequence[Effect]) -> Sequence[Effect]:
-        """``effects``, each start's definition replaced by the kept equal object (the same
-        sequence when nothing was replaced)."""
+        """``effects``, each start's definition replaced by the kept identical object (the
+        same sequence when nothing was replaced)."""
         replaced: list[Effect] | None = None
         kept = self._kept
         for index, effect in enumerate(effects):
@@ -50,14 +56,15 @@ class KeptSpecs:
                 continue
             spec = effect.spec
             known = kept.get(spec.name)
-            if known is spec:
+            if known is not None and known[0] is spec:
                 continue
-            if known is not None and known == spec:
+            encoded = _encode(spec)
+            if known is not None and known[1] == encoded:
                 if replaced is None:
                     replaced = list(effects)
-                replaced[index] = msgspec.structs.replace(effect, spec=known)
+                replaced[index] = msgspec.structs.replace(effect, spec=known[0])
                 continue
             if len(kept) >= KEPT_MOST:
                 kept.clear()
-            kept[spec.name] = spec  # the first of its name, or a definition reloaded since
+            kept[spec.name] = (spec, encoded)  # the first of its name, or one reloaded since
         return effects if replaced is None else replaced
