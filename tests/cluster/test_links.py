@@ -824,3 +824,33 @@ def test_a_link_connection_polls_for_a_frame_and_for_the_end_of_the_stream() -> 
             here.recv_bytes()
     finally:
         here.close()
+
+
+def test_a_tls_connection_polls_true_for_a_frame_already_taken_from_the_socket(
+    tls_files: dict[str, str],
+) -> None:
+    """Two frames in the socket, the first read: the second sits decrypted-to-be in the TLS
+    object (``TlsChannel.pending``), the socket is empty, and a poll of the socket alone would
+    wait (the driver's reader then heard nothing for ``SILENT_S`` and lost the node)."""
+    from subagents.cluster.link_gate import SocketConnection
+    from subagents.cluster.link_tls import LinkTls, TlsChannel
+
+    tls = LinkTls(tls_files["cert"], tls_files["key"], tls_files["cert"], "test")
+    mine, theirs = socket.socketpair()
+    server = TlsChannel(mine, tls.server_context(), server=True)
+    client = TlsChannel(theirs, tls.client_context(), server=False)
+    done = threading.Thread(target=server.handshake, args=(time.monotonic() + WAIT_S,))
+    done.start()
+    client.handshake(time.monotonic() + WAIT_S)
+    done.join(WAIT_S)
+    here, there = SocketConnection(server), SocketConnection(client)
+    try:
+        there.send_bytes(b"one")
+        there.send_bytes(b"two")  # (a socket pair: both in the socket once sent)
+        assert here.poll(WAIT_S)
+        assert here.recv_bytes() == b"one"
+        assert here.poll(0)  # the second: taken from the socket with the first
+        assert here.recv_bytes() == b"two"
+    finally:
+        here.close()
+        there.close()
