@@ -123,3 +123,10 @@ def test_a_definition_equal_by_value_but_not_the_same_is_not_replaced() -> None:
     assert got.spec.metadata["flag"] is not True
     (later,) = kept.same([again])
     assert isinstance(later, StartRun) and later.spec is fixed.spec  # kept from then on
+
+
+def test_a_definition_that_cannot_be_encoded_is_carried_out_as_itself() -> None:
+    kept = KeptSpecs()
+    odd = AgentSpec(name="worker", description="d", metadata={"f": object()})
+    effects: list[Effect] = [start("r0", odd), start("r1", odd)]
+    assert kept.same(effects) is effects

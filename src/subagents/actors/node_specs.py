@@ -58,7 +58,10 @@ class KeptSpecs:
             known = kept.get(spec.name)
             if known is not None and known[0] is spec:
                 continue
-            encoded = _encode(spec)
+            try:
+                encoded = _encode(spec)
+            except (TypeError, msgspec.EncodeError):  # (not off the link: one made by hand)
+                continue  # carried out as itself, nothing kept
             if known is not None and known[1] == encoded:
                 if replaced is None:
                     replaced = list(effects)
