@@ -25,6 +25,12 @@ what hosting the runs on nodes costs:
   node -> driver -> node). Against the same ping-pong in one process (``MemoryStore``).
   ``--only same_node`` takes these figures alone.
 - ``--only fanout`` takes the fan-out alone, beside its one-process figure.
+- ``--only fanout_cpu`` (session 31): where a cluster fan-out child's CPU goes, per process,
+  the judge of this goal on a loaded machine (a makespan is not one there). One runtime, a
+  warm-up fan-out of 100, then ``--rounds`` fan-outs of 1,000; per round the CPU per child of
+  the driver (this process: its supervisor, the link's threads, Ray's own threads in it) and
+  of each node host (``/proc/PID/stat``: its runs' agents, its link, Ray's threads in it),
+  and the makespan (loaded: not a result); medians over the rounds.
 
 The cluster (``ray.cluster_utils.Cluster``, a head and a worker, custom resources
 ``bench-head`` / ``bench-worker``) is started here and stopped at the end; ``--quick``
@@ -33,6 +39,7 @@ shrinks the counts (the cluster still starts: ~20 s).
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import tempfile
@@ -159,6 +166,63 @@ def fanout(cluster: str | None, children: int, limit: int, delay: float) -> floa
     return elapsed
 
 
+def _cpu_s(pid: int) -> float:
+    """Seconds of CPU process ``pid`` has used, all its threads, ended ones too (``stat``'s
+    user + system ticks, 10 ms: 10 us per child of a 1,000-child fan-out, hence the rounds;
+    ``schedstat`` counts only the main thread)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fanout_cpu(cluster: str, children: int, limit: int, delay: float, rounds: int) -> Any:
+    """``--only fanout_cpu`` (see the module): per round, the CPU per child (us) of the driver
+    and of each node host (by the first 6 characters of its node's id), and the makespan."""
+    import ray
+
+    from subagents.cluster.node_host import runtime_host_name
+
+    worker = AgentSpec(name="worker", description="One model call.", tools=())
+    model = ScriptedModel({"worker": [{"text": "done", "delay": delay}]})
+    limits = Limits(
+        max_concurrency=limit + 1,
+        per_agent=limit,
+        max_children=children * (rounds + 1),
+        queue_bound=children + 10,
+        timeout_s=WAIT_S,
+    )
+    agents = [pinned("parent", fan_parent, HEAD), worker]
+    rows: list[dict[str, Any]] = []
+    with Runtime(agents, model=model, limits=limits, store=MemoryStore(), cluster=cluster) as rt:
+        pids: dict[str, int] = {}
+        for node in ray.nodes():
+            if node.get("Alive"):
+                host = ray.get_actor(runtime_host_name(rt.owner, node["NodeID"]))
+                pids[node["NodeID"][:6]] = ray.get(host.describe.remote(), timeout=WAIT_S)["pid"]
+        rt.run("parent", str(limit), wait=WAIT_S)  # warm: imports, threads, the first wave
+        for _ in range(rounds):
+            hosts = {node: _cpu_s(pid) for node, pid in pids.items()}
+            driver = time.process_time()
+            started = time.perf_counter()
+            outcome = rt.run("parent", str(children), wait=WAIT_S)
+            elapsed = time.perf_counter() - started
+            driver = time.process_time() - driver
+            if outcome.result != str(children):
+                raise RuntimeError(f"fanout_cpu: expected {children} children, got {outcome!r}")
+            row = {
+                f"host_{n}_us": (_cpu_s(pid) - hosts[n]) / children * 1e6 for n, pid in pids.items()
+            }
+            rows.append({"driver_us": driver / children * 1e6, **row, "makespan_s": elapsed})
+    return {
+        key: rounded(median([row[key] for row in rows]), 1 if key.endswith("us") else 3)
+        for key in rows[0]
+    } | {
+        "rounds": [
+            {k: rounded(v, 1 if k.endswith("us") else 3) for k, v in row.items()} for row in rows
+        ]
+    }
+
+
 def cross_node_mail(cluster: str | None, n: int, store: Any = None, sender_on: str = HEAD) -> float:
     agents = [
         pinned("mail_sender", mail_sender, sender_on if cluster else None),
@@ -226,14 +290,17 @@ def same_node_mail(
 
 
 def main() -> None:
-    args = parse_args(
-        __doc__ or "",
-        lambda parser: parser.add_argument(
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
             "--only",
-            choices=["same_node", "fanout"],
+            choices=["same_node", "fanout", "fanout_cpu"],
             help="only these figures (and their baseline)",
-        ),
-    )
+        )
+        parser.add_argument(
+            "--rounds", type=int, default=8, help="fanout_cpu: fan-outs measured (default 8)"
+        )
+
+    args = parse_args(__doc__ or "", options)
     stdout_to_stderr()  # Ray prints to file descriptor 1: only the JSON may go there
     quiet_logs()
     quick = args.quick
@@ -270,6 +337,10 @@ def main() -> None:
         figures["cluster_start_s"] = rounded(time.perf_counter() - started)
         address = cluster.address
 
+        if args.only == "fanout_cpu":  # CPU per child, per process: the judge under load
+            cpu = fanout_cpu(address, children, limit, delay, args.rounds)
+            emit("cluster", {"figures": {**figures, "fanout_cpu": cpu}})
+            return
         if args.only == "fanout":  # the fan-out and its one-process baseline alone
             figures["fanout_s"] = rounded(fanout(address, children, limit, delay))
             baseline["fanout_single_node_s"] = rounded(fanout(None, children, limit, delay))

@@ -17,7 +17,7 @@ from subagents.actors.remote import Answer, Asked, Outbox, RemoteSupervisor, Rou
 from subagents.actors.timer import TimerService
 from subagents.cluster.node_host import InOrder
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import RunRecord
+from subagents.messages import Batch, Placed, RunRecord
 from subagents.supervision.effects import Effect, Publish, StartRun, StopAgent, Tell
 
 WAIT_S = 30.0
@@ -96,6 +96,50 @@ def test_a_child_follows_its_parent_and_tells_follow_their_run(router: Any) -> N
         ("n1", ["Tell"]),
     ]
     assert effector.node_of("c1") == "n2"
+
+
+class ToldHere:
+    """The supervisor's ``tell``, heard at once, in one log with what the router sends."""
+
+    def __init__(self, log: list[tuple[str, Any]]) -> None:
+        self.log = log
+
+    def tell(self, message: Any) -> None:
+        self.log.append(("told", message))
+
+
+def test_the_starts_of_one_apply_are_told_placed_in_one_message_before_they_are_sent() -> None:
+    log: list[tuple[str, Any]] = []
+    timer = TimerService()
+    effector = RoutingEffector(
+        place=lambda start, parent: parent or start.record.run_id[-1:].replace("r", "n"),
+        send=lambda node, effects: log.append(("sent", node)),
+        on_ended=lambda node: None,
+        address_of=lambda node: f"10.0.0.{node[-1:]}",
+        supervisor=ToldHere(log),
+        timer=timer,
+        behaviour_for=lambda spec: None,
+        on_outside=lambda m: None,
+        on_event=lambda m: None,
+        pool=None,
+    )
+    try:
+        effector.apply([_start("r1"), _start("r2"), _start("c1", parent="1"), Tell("r1", "hi")])
+        effector.apply([_start("r3")])
+    finally:
+        timer.stop()
+    placed = [
+        Placed(run_id="r1", attempt=1, node="1", address="10.0.0.1"),
+        Placed(run_id="r2", attempt=1, node="2", address="10.0.0.2"),
+        Placed(run_id="c1", attempt=1, node="1", address="10.0.0.1"),
+    ]
+    assert log == [
+        ("told", Batch(tuple(placed))),  # one message, in the starts' order, before any send
+        ("sent", "1"),
+        ("sent", "2"),
+        ("told", Placed(run_id="r3", attempt=1, node="3", address="10.0.0.3")),  # alone: bare
+        ("sent", "3"),
+    ]
 
 
 def test_effects_for_no_node_stay_here_and_tells_to_unknown_runs_are_dropped(router: Any) -> None:
@@ -758,3 +802,55 @@ def test_the_links_tls_settings_are_read_checked_and_named(tls_files: dict[str, 
     )
     with pytest.raises(ValueError, match=r"RAY_USE_TLS is on but RAY_TLS_CA_CERT not set"):
         link_tls({**ray, "RAY_TLS_CA_CERT": ""})
+
+
+def test_a_link_connection_polls_for_a_frame_and_for_the_end_of_the_stream() -> None:
+    """``SocketConnection.poll`` (one poller per connection, not a selector per call): false
+    while nothing came, true for a frame, and true again once the peer is gone, whose read
+    then says so."""
+    from subagents.cluster.link_gate import PlainChannel, SocketConnection
+
+    mine, theirs = socket.socketpair()
+    here, there = SocketConnection(PlainChannel(mine)), SocketConnection(PlainChannel(theirs))
+    try:
+        assert not here.poll(0)
+        there.send_bytes(b"frame")
+        assert here.poll(WAIT_S)
+        assert here.recv_bytes() == b"frame"
+        assert not here.poll(0)
+        there.close()
+        assert here.poll(WAIT_S)
+        with pytest.raises(EOFError):
+            here.recv_bytes()
+    finally:
+        here.close()
+
+
+def test_a_tls_connection_polls_true_for_a_frame_already_taken_from_the_socket(
+    tls_files: dict[str, str],
+) -> None:
+    """Two frames in the socket, the first read: the second sits decrypted-to-be in the TLS
+    object (``TlsChannel.pending``), the socket is empty, and a poll of the socket alone would
+    wait (the driver's reader then heard nothing for ``SILENT_S`` and lost the node)."""
+    from subagents.cluster.link_gate import SocketConnection
+    from subagents.cluster.link_tls import LinkTls, TlsChannel
+
+    tls = LinkTls(tls_files["cert"], tls_files["key"], tls_files["cert"], "test")
+    mine, theirs = socket.socketpair()
+    server = TlsChannel(mine, tls.server_context(), server=True)
+    client = TlsChannel(theirs, tls.client_context(), server=False)
+    done = threading.Thread(target=server.handshake, args=(time.monotonic() + WAIT_S,))
+    done.start()
+    client.handshake(time.monotonic() + WAIT_S)
+    done.join(WAIT_S)
+    here, there = SocketConnection(server), SocketConnection(client)
+    try:
+        there.send_bytes(b"one")
+        there.send_bytes(b"two")  # (a socket pair: both in the socket once sent)
+        assert here.poll(WAIT_S)
+        assert here.recv_bytes() == b"one"
+        assert here.poll(0)  # the second: taken from the socket with the first
+        assert here.recv_bytes() == b"two"
+    finally:
+        here.close()
+        there.close()

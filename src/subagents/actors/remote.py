@@ -46,6 +46,7 @@ import pykka
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
 from subagents.actors.mail_desk import MailDesk
+from subagents.actors.node_specs import KeptSpecs
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.timer import TimerService
 from subagents.blocking import about_to_block
@@ -274,6 +275,7 @@ class NodeRuns:
             dispatcher=self.dispatcher,
             mail=self.desk,
         )
+        self._specs = KeptSpecs()  # one definition object per definition: its caches hit
         self._lock = threading.RLock()
         """Over the effector (``deliver``, ``_told``): re-entered when a start in ``deliver``
         reports its run's end at once (no thread for its agent: ``Effector._no_thread``
@@ -314,7 +316,7 @@ class NodeRuns:
     def deliver(self, effects: Sequence[Effect]) -> None:
         """Carry out what the supervisor decided for runs on this node, in order."""
         with self._lock:
-            self.effector.apply(effects)
+            self.effector.apply(self._specs.same(effects))
 
     def _told(self, message: Any) -> None:
         if type(message) is Batch and message.messages:  # an end goes last, after its
@@ -359,8 +361,8 @@ class RoutingEffector(Effector):
         can take it now but one that could is expected back (the start waits for
         ``placeable``); a start no node will ever take is ``place``'s to refuse (raising:
         the run fails with the reason). Each start placed is told to the supervisor
-        (``Placed``, with the node's address, ``address_of(node)``): the run's record and
-        events say which node it is on."""
+        (``Placed``, with the node's address, ``address_of(node)``; those of one ``apply``
+        in one ``Batch``): the run's record and events say which node it is on."""
         super().__init__(**kwargs)
         self._place = place
         self._send = send
@@ -377,12 +379,15 @@ class RoutingEffector(Effector):
     def apply(self, effects: Iterable[Effect]) -> None:
         outgoing: dict[str, list[Effect]] = {}
         local: list[Effect] = []
+        placed: list[Placed] = []
         for effect in effects:
-            node = self._route(effect)
+            node = self._route(effect, placed)
             if node is None:
                 local.append(effect)
             elif node:  # "": a run hosted nowhere (ended, lost): nothing to tell it
                 outgoing.setdefault(node, []).append(effect)
+        if placed:  # before the starts are sent: ahead of anything they can report
+            self._placed(placed)
         if local:
             super().apply(local)
         for node, items in outgoing.items():
@@ -391,9 +396,10 @@ class RoutingEffector(Effector):
             except Exception:
                 log.exception("sending to a node failed", node=node, items=len(items))
 
-    def _route(self, effect: Effect) -> str | None:
+    def _route(self, effect: Effect, placed: list[Placed]) -> str | None:
         """The node ``effect`` goes to; None for one carried out here; "" for one to drop
-        (a tell or stop for a run hosted nowhere)."""
+        (a tell or stop for a run hosted nowhere). A start placed adds its ``Placed`` to
+        ``placed``."""
         match effect:
             case StartRun(record=record, attempt=attempt):
                 with self._lock:
@@ -422,7 +428,10 @@ class RoutingEffector(Effector):
                 if refused is not None:
                     self._refuse(effect, refused)
                 elif node:
-                    self._placed(record.run_id, attempt, node)
+                    address = self._address_of(node)
+                    placed.append(
+                        Placed(run_id=record.run_id, attempt=attempt, node=node, address=address)
+                    )
                 return node or ""
             case Tell(run_id=run_id):
                 with self._lock:
@@ -441,13 +450,15 @@ class RoutingEffector(Effector):
                 return found[0]
         return None
 
-    def _placed(self, run_id: str, attempt: int, node: str) -> None:
-        """Tell the supervisor (into its inbox, ahead of anything the start can report)."""
+    def _placed(self, placed: list[Placed]) -> None:
+        """Tell the supervisor where the starts of one ``apply`` went (into its inbox, ahead
+        of anything they can report): one message for all of them, a ``Batch`` (a fan-out's
+        100 starts were 100 turns of the supervisor, one each)."""
         if self.supervisor is None:
             return
-        placed = Placed(run_id=run_id, attempt=attempt, node=node, address=self._address_of(node))
+        message = placed[0] if len(placed) == 1 else Batch(tuple(placed))
         with contextlib.suppress(pykka.ActorDeadError):
-            self.supervisor.tell(placed)
+            self.supervisor.tell(message)
 
     def _refuse(self, start: StartRun, exc: Exception) -> None:
         """No node will take ``start``: its run fails with the reason, reported as its

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import select
 import socket
 import ssl
@@ -30,7 +31,6 @@ from multiprocessing.connection import (
     Connection,
     answer_challenge,
     deliver_challenge,
-    wait,
 )
 from typing import Any, Protocol
 
@@ -86,6 +86,10 @@ class SocketConnection(Connection):
         super().__init__(channel.sock.fileno())
         self.channel = channel
         self.deadline: float | None = None
+        self._poller = select.poll()
+        """Made once: ``multiprocessing.connection.wait`` makes a selector at every call,
+        and the driver's reader polls before each frame it reads (``LinkEnd.receive``)."""
+        self._poller.register(channel.sock.fileno(), select.POLLIN)
 
     def _send(self, buf: Any, write: Any = None) -> None:
         self.channel.sendall(buf)
@@ -104,7 +108,12 @@ class SocketConnection(Connection):
         return buf
 
     def _poll(self, timeout: float | None) -> bool:
-        return self.channel.pending() or bool(wait([self], timeout))
+        """Whether a read would not wait (a frame, the end of the stream, an error: ``POLLHUP``
+        and ``POLLERR`` come whatever was asked, and the read then says which)."""
+        if self.channel.pending():
+            return True
+        wait_ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+        return bool(self._poller.poll(wait_ms))
 
     def _close(self, _close: Any = None) -> None:
         self.channel.sock.close()

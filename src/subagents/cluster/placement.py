@@ -95,12 +95,12 @@ class Placement:
     ) -> str:
         """The node for a new run whose parent runs on ``parent_node`` (None: a root run)."""
         needs = dict(needs or {})
+        parent = self._nodes.get(parent_node) if parent_node is not None else None
+        if parent is not None and parent.free > 0 and parent.offers(needs):
+            return parent.node  # (most children: no list of the nodes made)
         candidates = [n for n in self.nodes() if n.offers(needs)]
         if not candidates:
             raise PlacementError(self._none_offers(needs))
-        parent = self._nodes.get(parent_node) if parent_node is not None else None
-        if parent is not None and parent in candidates and parent.free > 0:
-            return parent.node
         with_room = [n for n in candidates if n.free > 0]
         if with_room:
             return min(with_room, key=lambda n: (-n.free, n.running, n.order)).node
