@@ -28,12 +28,10 @@ not this user's (a runtime made non-dumpable), a FIFO as before
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import select
 import signal
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -41,7 +39,8 @@ from pathlib import Path
 
 from subagents.tools.detached import DetachedReaper
 from subagents.tools.detached import held as detached_held
-from subagents.tools.process import popen_ended_within, signal_group, stop_reaper
+from subagents.tools.group_leader import GroupLeader
+from subagents.tools.process import popen_ended_within, stop_reaper
 from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
 
 
@@ -215,17 +214,17 @@ def close_fifo(read_end: int, path: Path | None) -> None:
             path.parent.rmdir()
 
 
-def stop_held(popen: subprocess.Popen[bytes], reaper: DetachedReaper | None = None) -> None:
+def stop_held(leader: GroupLeader, reaper: DetachedReaper | None = None) -> None:
     """End a held command and all it started (``process.stop_reaper``, as a Bash command's
     end: SIGTERM, SIGKILL if it did not end within ``HELD_WAIT_S``). The reaper is
-    ``popen``'s group's leader, or ``reaper`` when it is detached (``tools/detached.py``:
-    reached by its pidfd, never by a number)."""
+    ``leader``'s (its group's, reached through its pidfd: ``group_leader``), or ``reaper``
+    when it is detached (``tools/detached.py``: reached by its pidfd, never by a number)."""
     if reaper is not None:
         if not reaper.ended():
             stop_reaper(reaper.send, reaper.wait, HELD_WAIT_S, KILL_GRACE_S)
-    elif popen.poll() is None:
-        send = functools.partial(signal_group, popen.pid)
-        stop_reaper(send, popen_ended_within(popen), HELD_WAIT_S, KILL_GRACE_S)
+    elif leader.popen.poll() is None:
+        ended_within = popen_ended_within(leader.popen)
+        stop_reaper(leader.signal, ended_within, HELD_WAIT_S, KILL_GRACE_S)
 
 
 def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:
