@@ -110,10 +110,7 @@ class Process:
         return said if said is not None else self.poll()  # no reaper, or one killed early
 
     def _said_exit(self) -> int | None:
-        first = self._heard().split(b"\n", 1)[0]
-        if first.startswith(b"exit ") and first[5:].lstrip(b"-").isdigit():
-            return int(first[5:])
-        return None
+        return exit_in(self._heard())
 
     def _said_end(self) -> int:
         """An ended detached reaper's code: its shell's, as it said; killed if it did not."""
@@ -141,6 +138,15 @@ class Process:
             return self.said
 
 
+def exit_in(said: bytes) -> int | None:
+    """The exit code a reaper said (``exit N`` on a whole line of ``said``), if it did (a
+    ``stopped`` line may come first: ``reaper.STOPPED``)."""
+    for line in said.split(b"\n")[:-1]:
+        if line.startswith(b"exit ") and line[5:].lstrip(b"-").isdigit():
+            return int(line[5:])
+    return None
+
+
 def popen_ended_within(popen: subprocess.Popen[bytes]) -> Callable[[float], bool]:
     """``ended_within`` for a reaper that is the runtime's child (a hook's)."""
 
@@ -159,17 +165,23 @@ def stop_reaper(
     ended_within: Callable[[float], bool],
     grace_s: float,
     kill_s: float,
+    *,
+    hang_guard: bool = True,
 ) -> bool:
     """End a held command and all it started: the one way for every held process (a Bash
     command's, ``ProcessGroups.kill``; a hook's or an MCP server's, ``held.stop_held``).
     SIGTERM to its reaper (``send``), which gives the command a short grace, then kills
     everything it holds, and SIGCONT (the command may have stopped it); SIGKILL if it did not
     end within ``grace_s`` (a hang guard: what it holds may then outlive it, but for what the
-    caller does after), and ``kill_s`` more for that. Whether it ended when asked."""
+    caller does after), and ``kill_s`` more for that; without ``hang_guard`` (``grace_s`` is
+    the caller's own bound, shorter: the MCP hub's close, ``held.end_detached``) it is left to
+    its stop, not killed. Whether it ended when asked."""
     send(signal.SIGTERM)
     send(signal.SIGCONT)
     if ended_within(grace_s):
         return True
+    if not hang_guard:
+        return False
     send(signal.SIGKILL)
     ended_within(kill_s)
     return False
