@@ -31,6 +31,7 @@ import pytest
 
 from subagents.tools.group_leader import GroupLeader, kernel_signals_groups
 from subagents.tools.process import Process
+from subagents.tools.processes import ProcessGroups
 
 SCRIPT = r"""
 import os, signal, subprocess, sys, tempfile
@@ -174,3 +175,17 @@ def _ends(pid: int) -> bool:
         return bool(select.select([fd], [], [], 10)[0])
     finally:
         os.close(fd)
+
+
+def test_a_commands_group_is_held_by_its_leaders_pidfd_where_the_kernel_has_it(
+    tmp_path: Path,
+) -> None:
+    """Every Bash command's group goes through a ``GroupLeader`` opened at its start, by the
+    pidfd where the kernel signals groups so (the namespace test above needs root)."""
+    groups = ProcessGroups(scratch_root=tmp_path)
+    try:
+        process = groups.start("exit 0", cwd=tmp_path, run_id="run")
+        assert process.leader is not None
+        assert process.leader.by_pidfd == kernel_signals_groups()
+    finally:
+        groups.kill_all()
