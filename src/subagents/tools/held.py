@@ -158,11 +158,13 @@ def how_it_ended(said: bytes) -> str | None:
     """How a held command ended, in words, from what its reaper ``said`` (``exit N``, ``-SIG``
     for a signal: ``reaper.run``): "exit status 1", "killed by SIGKILL"; "stopped by the
     runtime: killed by SIGTERM" when a stop reached its reaper before it ended (``reaper``'s
-    ``stopped``: the runtime's close, not the command's own end); None when it said no end
-    (it has not ended, or the reaper itself was killed first)."""
+    ``stopped``: the runtime's close, not the command's own end; "stopped by the runtime"
+    alone when the reaper was killed before it said the end, the SDK's SIGKILL past its
+    grace); None when it said no end (it has not ended, or the reaper itself was killed
+    first)."""
     code = exit_in(said)
     if code is None:
-        return None
+        return "stopped by the runtime" if stopped_first(said) else None
     if code >= 0:
         how = f"exit status {code}"
     else:
