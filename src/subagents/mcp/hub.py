@@ -509,9 +509,10 @@ class McpHub:
         return None if self._loop is None else self._loop.thread
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop every server (the stdio transport closes stdin, then terminates, then kills
-        the process group) and the event loop thread; bounded by ``timeout`` (a server not
-        ended by then is said, by name: its stop sent, its lifeline closed)."""
+        """Stop every server (the stdio transport closes stdin, then its launcher is stopped:
+        through its pidfd, ``held.end_detached``; where it is not detached, the SDK's SIGTERM
+        and SIGKILL to its process group) and the event loop thread; bounded by ``timeout``
+        (a server not ended by then is said, by name: its stop sent, its lifeline closed)."""
         with self._lock:
             if self._closed:
                 return
