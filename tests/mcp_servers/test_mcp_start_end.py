@@ -44,15 +44,15 @@ def failure(tmp_path: Path, script: str, *, sandboxed: bool, detaching: bool = F
         if sandboxed
         else None
     )
-    was, servers_were = detached._ALLOWED[0], detached._SERVERS[0]
-    detached._ALLOWED[0] = detached._SERVERS[0] = detaching  # child: as where it cannot detach
+    was = detached._ALLOWED[0]
+    detached._ALLOWED[0] = detaching
     try:
         with McpHub(servers, cwd=tmp_path, start_timeout=START_WAIT_S) as hub:
             return hub.tools_for(AgentSpec(name="w", description="d"), sandbox=sandbox).failures[
                 "srv"
             ]
     finally:
-        detached._ALLOWED[0], detached._SERVERS[0] = was, servers_were
+        detached._ALLOWED[0] = was
 
 
 @pytest.mark.parametrize("detaching", [False, True], ids=["child", "detached"])

@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
-from subagents.tools.detached import servers_detach
+from subagents.tools.detached import detaches
 from subagents.tools.held import (
     NamedStatus,
     end_detached,
@@ -219,10 +219,10 @@ class ServerConnection:
         server starts ends with it, at its session's end or the runtime's death. The
         reaper's status pipe is named by a path (the SDK passes no descriptor:
         ``held.named_status``), closed after the transport (registered on ``stack`` first:
-        it is left last). The reaper is detached wherever it can be (``tools/detached.py``
-        ``servers_detach``: the SDK never signals a group by a number another may have
-        taken): the SDK's process is its launcher's first process, ended at once, so the
-        server's end at its session's is waited for here (``_end_held``)."""
+        it is left last). In a cluster's node host the
+        reaper is detached (``tools/detached.py``): the SDK's process is its launcher's first
+        process, ended at once, so the server's end at its session's is waited for here
+        (``_end_held``)."""
         env = dict(config.env) or None
         if env is not None:
             env.pop(LEASE_VARIABLE, None)  # only this runtime's own line, below
@@ -230,10 +230,9 @@ class ServerConnection:
         if found is None and (self.sandbox is not None or os.sep not in config.command):
             raise FileNotFoundError(2, "not found", config.command)  # said plainly
         status = named_status()
-        # not the runtime's child (``tools/detached.py``): the SDK, which signals its process's
-        # group by number at its stop, then signals none (``servers_detach``); in a node host,
-        # a kill of the host's children (Ray's) must not take the reaper
-        detach = ["--detach"] if servers_detach() else []
+        # in a node host not the runtime's child (``tools/detached.py``): a kill of the host's
+        # children (Ray's) must not take the reaper and leave the server's daemons
+        detach = ["--detach"] if detaches() else []
         reap: list[str] = []
         if status is not None:
             stack.push_async_callback(_end_held, status, bool(detach), self)

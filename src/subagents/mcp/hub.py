@@ -509,9 +509,9 @@ class McpHub:
         return None if self._loop is None else self._loop.thread
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop every server (the stdio transport closes stdin, then its launcher is stopped:
-        through its pidfd, ``held.end_detached``; where it is not detached, the SDK's SIGTERM
-        and SIGKILL to its process group) and the event loop thread; bounded by ``timeout``
+        """Stop every server (the stdio transport closes stdin, then the SDK's SIGTERM and
+        SIGKILL to its process group; a detached launcher's, a node host's, stopped through
+        its pidfd: ``held.end_detached``) and the event loop thread; bounded by ``timeout``
         (a server not ended by then is said, by name: its stop sent, its lifeline closed)."""
         with self._lock:
             if self._closed:

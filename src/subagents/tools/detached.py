@@ -25,9 +25,7 @@ Its exit code is what it said (``exit N``): it is not the runtime's child, so no
 ``wait`` for it (init reaps it: no zombie of ours).
 
 Only where something kills the runtime's children: a cluster's node host (Ray's worker)
-turns it on (``allow``); and for every stdio MCP server (``servers_detach``: the mcp SDK's
-own stop signals its process's group by number, which a detached launcher's first process,
-ended at once, never gets). Elsewhere the reaper stays the runtime's child, which reaps it: a
+turns it on (``allow``). Elsewhere the reaper stays the runtime's child, which reaps it: a
 detached reaper is reaped by PID 1, and where PID 1 never reaps (a container whose PID 1 is
 ``sleep infinity`` and the runtime ``docker exec``-ed into it) each command would leave a
 zombie, one pid each for good. Not detached either without ``pidfd_open`` (Linux before
@@ -59,35 +57,9 @@ def allow() -> None:
     _ALLOWED[0] = True
 
 
-_SERVERS = [True]
-"""Whether stdio MCP servers' reapers are detached where they can be (``servers_detach``);
-False: as where they cannot (a runtime that is PID 1, no ``pidfd_open``), for tests."""
-
-
 def detaches() -> bool:
     """Whether commands' reapers are started detached in this process (see the module)."""
-    return _ALLOWED[0] and can_detach()
-
-
-def servers_detach() -> bool:
-    """Whether stdio MCP servers' reapers are started detached: wherever they can be, not only
-    in a node host. Why: the mcp SDK's stop (mcp 2.3, ``terminate_posix_process_tree``)
-    signals the group of the process it started by its number, once its process has not
-    ended 2 s after its stdin's end, and probes that number every 10 ms until no group has
-    it, SIGKILLing it 2 s later: its process the launcher, a new session's leader, reaped
-    by asyncio's child watcher while the probe goes on, so a new session leader taking the
-    number in between (pids come round: ``pid_max`` is 32768 on many machines) is read as
-    alive and SIGKILLed. The SDK signals nothing once it has seen its process end: a
-    detached launcher's first process ends at once, and the reaper, held by its pidfd, is
-    stopped by the runtime (``held.end_detached``). The cost is the module's: a detached
-    reaper is reaped by PID 1 (one zombie per server start where PID 1 never reaps)."""
-    return _SERVERS[0] and can_detach()
-
-
-def can_detach() -> bool:
-    """Whether a reaper can be detached here: ``pidfd_open`` works (Linux 5.3+) and this
-    process is not PID 1 (see the module)."""
-    if os.getpid() == 1 or not hasattr(os, "pidfd_open"):
+    if not _ALLOWED[0] or os.getpid() == 1 or not hasattr(os, "pidfd_open"):
         return False
     try:
         os.close(os.pidfd_open(os.getpid()))
