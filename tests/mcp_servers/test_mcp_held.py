@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 import polling
 from marked import children_of, host_leaves_nothing, kill_marked, marked, new_mark
@@ -118,6 +119,43 @@ def test_a_detached_servers_session_end_returns_once_its_daemon_is_dead(tmp_path
         assert marked(mark, exactly=True)  # the daemon runs
         hub.close(WAIT)  # (its timeout a hang guard: the end is waited for)
         assert marked(mark, exactly=True) == []  # killed and reaped before close returned
+    finally:
+        detached._ALLOWED[0] = was
+        hub.close()
+        kill_marked(mark)
+
+
+def test_a_detached_servers_end_past_the_hubs_close_is_said(tmp_path: Path) -> None:
+    """The hub's close bounds a detached server's end (``held.end_detached``'s waits took up
+    to 14.5 s, past the close's 10 s, and the close returned saying only that its loop
+    thread had not ended): a stubborn server still running at the close's end is sent its
+    stop, not waited for, and said by name; its daemon ends after (its reaper's grace, then
+    its kill of all, and the lifeline closed)."""
+    mark, ready = new_mark(), tmp_path / "ready"
+    server = tmp_path / "stubborn.py"
+    server.write_text(STUBBORN_SERVER, encoding="utf-8")
+    args = [str(server), mark, str(ready), str(SERVER_APP.parent)]
+    servers = parse_servers({"srv": {"command": sys.executable, "args": args}})
+    was = detached._ALLOWED[0]
+    detached._ALLOWED[0] = True
+    hub = McpHub(servers, cwd=tmp_path, start_timeout=START_WAIT_S)
+    try:
+        run = hub.tools_for(AgentSpec(name="worker", description="d"))
+        assert hub.call(run, "mcp__srv__add", {"a": 2, "b": 3}).text == "5"
+        assert marked(mark, exactly=True)  # the daemon runs
+        with structlog.testing.capture_logs() as logs:
+            hub.close(1.5)  # its servers' ends by 0.5 s (``CLOSE_MARGIN_S``): the server ends later
+            # (the hub's own warning, "not ended within the close", says only that its task ran on)
+
+            def said() -> bool:
+                return any(
+                    e["event"] == "mcp server stopped at the close's end, not waited for"
+                    and e["server"] == "srv"
+                    for e in list(logs)
+                )
+
+            polling.wait_until(said, "the close said the server had not ended", WAIT)
+        polling.wait_until(lambda: not marked(mark, exactly=True), "the daemon ended", WAIT)
     finally:
         detached._ALLOWED[0] = was
         hub.close()

@@ -72,3 +72,17 @@ def test_a_kill_is_said(tmp_path: Path, sandboxed: bool, detaching: bool) -> Non
 def test_a_launcher_killed_first_is_said(tmp_path: Path) -> None:
     reason = failure(tmp_path, KILLS_ITS_REAPER, sandboxed=False)
     assert "(its launcher ended without saying how the server ended: killed itself)" in reason
+
+
+LINGERS = "import os, time\nos.close(1)\ntime.sleep(60)\n"
+"""Closes its output (the session's end, for the SDK) and lingers: the runtime stops it."""
+
+
+@pytest.mark.parametrize("detaching", [False, True], ids=["child", "detached"])
+def test_a_server_the_runtime_stopped_is_said_stopped(tmp_path: Path, detaching: bool) -> None:
+    """Its end is the runtime's stop (the SDK's SIGTERM to its launcher; a detached one's,
+    ``held.end_detached``), not its own: session 30 said "it exited ... (killed by
+    SIGTERM)" (its reaper says ``stopped`` before the end a stop brought: ``reaper.STOPPED``)."""
+    reason = failure(tmp_path, LINGERS, sandboxed=False, detaching=detaching)
+    expected = "it closed its output before answering initialize (stopped by the runtime"
+    assert expected in reason, reason

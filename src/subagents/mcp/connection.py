@@ -24,7 +24,6 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -33,7 +32,14 @@ from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
 from subagents.tools.detached import detaches
-from subagents.tools.held import NamedStatus, end_detached, heard, how_it_ended, named_status
+from subagents.tools.held import (
+    NamedStatus,
+    end_detached,
+    heard,
+    how_it_ended,
+    named_status,
+    stopped_first,
+)
 from subagents.tools.processes import held_argv
 from subagents.tools.reaper import LEASE_VARIABLE
 from subagents.tools.sandbox import RunSandbox, SandboxRefused
@@ -87,6 +93,7 @@ class ServerConnection:
         self._session: Any = None
         self._scope: anyio.CancelScope | None = None
         self._stopping = False
+        self._until: float | None = None
         self._dead: str | None = None
         self._stderr: IO[str] | None = None
         self._stderr_tail = ""
@@ -228,7 +235,7 @@ class ServerConnection:
         detach = ["--detach"] if detaches() else []
         reap: list[str] = []
         if status is not None:
-            stack.push_async_callback(_end_held, status, bool(detach), self._heard)
+            stack.push_async_callback(_end_held, status, bool(detach), self)
             reap = ["--status-path", status.path, *detach]
             if self.lease_env:  # its reaper kills it at the line (``tools.lease_line``)
                 env = {**(env or {}), **self.lease_env}
@@ -266,9 +273,12 @@ class ServerConnection:
                 break
         return tuple(tools)
 
-    def stop(self) -> None:
-        """End the session (on the loop's thread): the transport stops the server process."""
+    def stop(self, until: float | None = None) -> None:
+        """End the session (on the loop's thread): the transport stops the server process;
+        a detached one's end waited for until ``until`` at most (``time.monotonic``: the
+        hub's close's end; ``_end_held``)."""
         self._stopping = True
+        self._until = until
         if self._scope is not None:
             self._scope.cancel()
 
@@ -379,19 +389,30 @@ class ServerConnection:
             reason = f"its command was not found: {leaf.filename or self.server.config.describe()}"
         elif isinstance(leaf, PermissionError):
             reason = f"its command cannot be run: {leaf}"
-        elif _is_connection_closed(leaf):
-            reason = f"it exited before answering initialize{self._end_note()}"
+        elif _is_connection_closed(leaf):  # (stopped when it had not ended: it closed stdout)
+            ended = "closed its output" if stopped_first(self._said or b"") else "exited"
+            reason = f"it {ended} before answering initialize{self._end_note()}"
         else:
             reason = f"{type(leaf).__name__}: {leaf}"
         return f"{self._label()} could not start: {reason}{self._stderr_note()}"
 
-    def _heard(self, said: bytes) -> None:
+    def _heard(self, said: bytes, ended: bool = True) -> None:
+        """What its reaper said by the transport's end; ``ended``: false when a detached
+        one had not ended by the hub's close's end (``stop``'s ``until``): said."""
         self._said = said
+        if not ended:
+            log.warning(
+                "mcp server stopped at the close's end, not waited for",
+                server=self.name,
+                error=f"{self._label()} had not ended by the runtime's close's end: it was"
+                " stopped (SIGTERM) and its lifeline closed; its processes end after the close",
+            )
 
     def _end_note(self) -> str:
         """How the server ended, as its reaper said (`` (exit status 1)``, `` (killed by
-        SIGKILL)``), or that the reaper ended without saying (it was killed itself: a signal
-        to the launcher, its PID namespace's end); empty where it was not held."""
+        SIGKILL)``, `` (stopped by the runtime: killed by SIGTERM)`` when it had not ended by
+        the transport's close), or that the reaper ended without saying (it was killed
+        itself: a signal to the launcher, its PID namespace's end); empty where not held."""
         if self._said is None:
             return ""
         how = how_it_ended(self._said)
@@ -438,14 +459,15 @@ def _is_connection_closed(exc: BaseException) -> bool:
     return False
 
 
-async def _end_held(status: NamedStatus, detached: bool, keep: Callable[[bytes], object]) -> None:
-    """After the transport: what the server's reaper said is kept (``keep``: ``exit N`` once
-    the server ended; the SDK's process, its launcher, has ended, or was left after its
+async def _end_held(status: NamedStatus, detached: bool, connection: ServerConnection) -> None:
+    """After the transport: what the server's reaper said is kept (``_heard``: ``exit N``
+    once the server ended; the SDK's process, its launcher, has ended, or was left after its
     kill); a detached server's reaper (not the SDK's process: its first one, which ended at
     once) is ended and waited for off the loop (``held.end_detached``: ``SESSION_END_S`` to
-    end by itself, then stopped; the runtime's own write end closed first: the wait is for
-    every writer's end), what it said kept as well; then the status pipe is closed, the
-    lifeline of a reaper still running, whatever happened to the wait."""
+    end by itself, then stopped, by the hub's close's end at most; the runtime's own write
+    end closed first: the wait is for every writer's end), what it said kept as well; then
+    the status pipe is closed, the lifeline of a reaper still running, whatever happened to
+    the wait."""
     try:
         if detached and status.write_end >= 0:
             os.close(status.write_end)
@@ -454,9 +476,11 @@ async def _end_held(status: NamedStatus, detached: bool, keep: Callable[[bytes],
             import anyio
 
             with anyio.CancelScope(shield=True):  # bounded: end_detached's hang guards
-                said = await anyio.to_thread.run_sync(end_detached, status.read_end)
+                said, ended = await anyio.to_thread.run_sync(
+                    end_detached, status.read_end, connection._until
+                )
         else:
-            said = heard(status.read_end)
-        keep(said)
+            said, ended = heard(status.read_end), True
+        connection._heard(said, ended)
     finally:
         status.close()

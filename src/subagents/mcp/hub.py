@@ -65,6 +65,9 @@ START_TIMEOUT = 30.0
 CALL_TIMEOUT = 600.0
 """Seconds one tool call may take before it fails (and is cancelled): a hung server fails
 that call, which the model sees, rather than the whole run at its deadline."""
+CLOSE_MARGIN_S = 1.0
+"""How long before the close's end every server's end is over (``ServerConnection.stop``'s
+``until``): what is left (its task's end, the loop's) within the close."""
 
 
 def mcp_start_timeout() -> float:
@@ -506,8 +509,10 @@ class McpHub:
         return None if self._loop is None else self._loop.thread
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop every server (the stdio transport closes stdin, then terminates, then kills
-        the process group) and the event loop thread; bounded by ``timeout``."""
+        """Stop every server (the stdio transport closes stdin, then the SDK's SIGTERM and
+        SIGKILL to its process group; a detached launcher's, a node host's, stopped through
+        its pidfd: ``held.end_detached``) and the event loop thread; bounded by ``timeout``
+        (a server not ended by then is said, by name: its stop sent, its lifeline closed)."""
         with self._lock:
             if self._closed:
                 return
@@ -517,14 +522,17 @@ class McpHub:
         if loop is None:
             return
         deadline = time.monotonic() + timeout
-        for connection in connections:
+        for connection in connections:  # each server's end by ``CLOSE_MARGIN_S`` before
             try:
-                loop.portal.call(connection.stop)
+                loop.portal.call(connection.stop, deadline - CLOSE_MARGIN_S)
             except RuntimeError:
                 break
         serving = [c.serving for c in connections if c.serving is not None]
         if serving:
             concurrent.futures.wait(serving, timeout=max(0.0, deadline - time.monotonic()))
+        for connection in connections:
+            if connection.serving is not None and not connection.serving.done():
+                log.warning("mcp server not ended within the close", server=connection.name)
         loop.close(max(0.1, deadline - time.monotonic()))
 
     def __enter__(self) -> McpHub:

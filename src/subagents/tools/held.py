@@ -28,12 +28,10 @@ not this user's (a runtime made non-dumpable), a FIFO as before
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import select
 import signal
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -41,8 +39,10 @@ from pathlib import Path
 
 from subagents.tools.detached import DetachedReaper
 from subagents.tools.detached import held as detached_held
-from subagents.tools.process import popen_ended_within, signal_group, stop_reaper
+from subagents.tools.group_leader import GroupLeader
+from subagents.tools.process import exit_in, popen_ended_within, stop_reaper
 from subagents.tools.processes import HELD_WAIT_S, HOLDS, KILL_GRACE_S
+from subagents.tools.reaper import STOPPED
 
 
 def status_pipe() -> tuple[int, int]:
@@ -156,20 +156,39 @@ def heard(read_end: int) -> bytes:
 
 def how_it_ended(said: bytes) -> str | None:
     """How a held command ended, in words, from what its reaper ``said`` (``exit N``, ``-SIG``
-    for a signal: ``reaper.run``): "exit status 1", "killed by SIGKILL"; None when it said
-    no end (it has not ended, or the reaper itself was killed first)."""
+    for a signal: ``reaper.run``): "exit status 1", "killed by SIGKILL"; "stopped by the
+    runtime: killed by SIGTERM" when a stop reached its reaper before it ended (``reaper``'s
+    ``stopped``: the runtime's close, not the command's own end; "stopped by the runtime"
+    alone when the reaper was killed before it said the end, the SDK's SIGKILL past its
+    grace); None when it said no end (it has not ended, or the reaper itself was killed
+    first)."""
     code = exit_in(said)
     if code is None:
-        return None
+        return "stopped by the runtime" if stopped_first(said) else None
     if code >= 0:
-        return f"exit status {code}"
-    try:
-        return f"killed by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"killed by signal {-code}"
+        how = f"exit status {code}"
+    else:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    return f"stopped by the runtime: {how}" if stopped_first(said) else how
 
 
-def end_detached(read_end: int) -> bytes:
+def stopped_first(said: bytes) -> bool:
+    """Whether a reaper said it was stopped (``reaper.STOPPED``) before its command's end."""
+    for line in said.split(b"\n")[:-1]:
+        if line == _STOPPED:
+            return True
+        if line.startswith(b"exit "):
+            return False
+    return False
+
+
+_STOPPED = STOPPED.encode()
+
+
+def end_detached(read_end: int, until: float | None = None) -> tuple[bytes, bool]:
     """End a detached MCP server's reaper at its session's end (``mcp/connection.py``, its
     status pipe's other write ends closed), and return once all it held is dead (every
     writer of ``read_end`` gone: the reaper closes its own end after killing and reaping
@@ -178,29 +197,41 @@ def end_detached(read_end: int) -> bytes:
     pidfd, its grace, all killed; SIGKILL past ``HELD_WAIT_S``, a hang guard). Closing the
     status pipe (its lifeline) stopped it too, but nothing could wait for that: the server
     and its daemons ran on after the hub's close returned (session 30: seen under load).
+    Every wait ends by ``until`` (``time.monotonic``; None: no bound), the hub's close's own
+    end (its ``timeout``: the waits above alone take up to 14.5 s, past its 10 s): a reaper
+    still running then has its stop (SIGTERM) and is not waited for, nor killed (its grace,
+    then its kill of all it holds, go on; the lifeline, closed next, stops it too).
     A reaper that never said its pid (it failed before, or is stopped: ``detached.held``'s
     bound), or whose pidfd could not be opened, is left to its lifeline, closed by the
-    caller. What the reaper said after its pid (``exit N``: ``how_it_ended``)."""
+    caller. What the reaper said after its pid (``exit N``: ``how_it_ended``), and whether
+    all it held is known dead."""
     try:
-        found = detached_held(read_end, SESSION_END_S)
+        found = detached_held(read_end, _within(SESSION_END_S, until))
     except (TimeoutError, OSError):
-        return b""
-    if found is None:
-        return b""
+        return b"", False
+    if found is None:  # the pipe ended: it failed before (or killed itself)
+        return b"", True
     reaper, said = found
-    ended, more = heard_until_hung_up(read_end, SESSION_END_S)
+    ended, more = heard_until_hung_up(read_end, _within(SESSION_END_S, until))
     said += more
     if ended:
-        return said
+        return said, True
 
     def ended_within(timeout_s: float) -> bool:
-        nonlocal said
+        nonlocal said, ended
         ended, more = heard_until_hung_up(read_end, timeout_s)
         said += more
         return ended
 
-    stop_reaper(reaper.send, ended_within, HELD_WAIT_S, KILL_GRACE_S)
-    return said
+    grace = _within(HELD_WAIT_S, until)
+    kill = _within(KILL_GRACE_S, until)
+    stop_reaper(reaper.send, ended_within, grace, kill, hang_guard=grace >= HELD_WAIT_S)
+    return said, ended
+
+
+def _within(limit_s: float, until: float | None) -> float:
+    """``limit_s``, or less so as to end by ``until`` (None: no bound)."""
+    return limit_s if until is None else max(0.0, min(limit_s, until - time.monotonic()))
 
 
 def close_fifo(read_end: int, path: Path | None) -> None:
@@ -215,17 +246,17 @@ def close_fifo(read_end: int, path: Path | None) -> None:
             path.parent.rmdir()
 
 
-def stop_held(popen: subprocess.Popen[bytes], reaper: DetachedReaper | None = None) -> None:
+def stop_held(leader: GroupLeader, reaper: DetachedReaper | None = None) -> None:
     """End a held command and all it started (``process.stop_reaper``, as a Bash command's
     end: SIGTERM, SIGKILL if it did not end within ``HELD_WAIT_S``). The reaper is
-    ``popen``'s group's leader, or ``reaper`` when it is detached (``tools/detached.py``:
-    reached by its pidfd, never by a number)."""
+    ``leader``'s (its group's, reached through its pidfd: ``group_leader``), or ``reaper``
+    when it is detached (``tools/detached.py``: reached by its pidfd, never by a number)."""
     if reaper is not None:
         if not reaper.ended():
             stop_reaper(reaper.send, reaper.wait, HELD_WAIT_S, KILL_GRACE_S)
-    elif popen.poll() is None:
-        send = functools.partial(signal_group, popen.pid)
-        stop_reaper(send, popen_ended_within(popen), HELD_WAIT_S, KILL_GRACE_S)
+    elif leader.popen.poll() is None:
+        ended_within = popen_ended_within(leader.popen)
+        stop_reaper(leader.signal, ended_within, HELD_WAIT_S, KILL_GRACE_S)
 
 
 def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:
@@ -248,11 +279,3 @@ def said_exit(status_fd: int, said: bytes, timeout_s: float) -> int | None:
         if not piece:
             return None
         said += piece
-
-
-def exit_in(said: bytes) -> int | None:
-    """The exit code a reaper said (``exit N`` on a whole line of ``said``), if it did."""
-    for line in said.split(b"\n")[:-1]:
-        if line.startswith(b"exit ") and line[5:].lstrip(b"-").isdigit():
-            return int(line[5:])
-    return None

@@ -41,6 +41,7 @@ from typing import Any, Literal
 from subagents.blocking import about_to_block
 from subagents.models.base import CancelSignal
 from subagents.tools.detached import DetachedReaper, detaches
+from subagents.tools.group_leader import GroupLeader
 from subagents.tools.held import said_exit, status_pipe, stop_held
 from subagents.tools.lease_line import fds_of
 from subagents.tools.processes import (
@@ -255,6 +256,7 @@ def _run(
         raise
     finally:
         _close(told, stdin)
+    leader = GroupLeader.of(proc)  # before anything waits: its pid is still its own
     reaper: DetachedReaper | None = None
     until = time.monotonic() + hook.timeout
     try:
@@ -271,7 +273,7 @@ def _run(
             return code, out, err
         return _said(status, said, until, hook, out, err)  # its launcher's exit: not the shell's
     finally:
-        _end(proc, held=status >= 0, reaper=reaper)
+        _end(leader, held=status >= 0, reaper=reaper)
         _close(status)  # after the reaper's end: while it runs, the pipe is its lifeline
 
 
@@ -346,21 +348,21 @@ def _outcome(
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
-def _end(
-    proc: subprocess.Popen[bytes], *, held: bool, reaper: DetachedReaper | None = None
-) -> None:
+def _end(leader: GroupLeader, *, held: bool, reaper: DetachedReaper | None = None) -> None:
     """Kill what is left of the hook: held, its reaper stops it all (``stop_held``; by its
-    pidfd when detached: ``reaper``); else its group (a daemon that left it lives on)."""
+    pidfd when detached: ``reaper``); else its group, after its end too (what it left in
+    it; a daemon that left it lives on). Every signal through ``leader`` (a pidfd of the
+    hook's first process opened at its start: ``group_leader``): after ``communicate`` has
+    reaped it, its number may be another group's."""
+    proc = leader.popen
     if held:
-        stop_held(proc, reaper)
+        stop_held(leader, reaper)
     elif proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        leader.signal(signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.communicate(timeout=KILL_GRACE_S)  # its pipes read to their end, and closed
-    if not held:  # held, its reaper killed all (a group signal now could meet a reused pid)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group goes too
+    if not held:  # held, its reaper killed all
+        leader.signal(signal.SIGKILL)  # what it left in its group goes too
 
 
 def _close(*fds: int) -> None:

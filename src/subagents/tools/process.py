@@ -1,10 +1,9 @@
 """Process: a command started by ``ProcessGroups`` (``processes``), what its reaper said, and
 how the runtime reaches the reaper: its end, its exit code, its signals (by the pidfd of a
-detached reaper, ``detached``, or to the group of the runtime's child)."""
+detached reaper, ``detached``, or to the group of the runtime's child: ``group_leader``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from subagents.tools.detached import DetachedReaper
+from subagents.tools.group_leader import GroupLeader, signal_checked
 
 
 @dataclass
@@ -51,6 +51,9 @@ class Process:
     """What the reaper said on it: ``exit N`` when the shell ended, ``reaped`` when all is."""
     detached: DetachedReaper | None = None
     """The reaper when it is not the runtime's child (``tools.detached``); None: ``popen``."""
+    leader: GroupLeader | None = None
+    """``popen``'s group, held by its pidfd from its start (``group_leader``); None: by its
+    number, checked."""
     _hearing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -86,22 +89,19 @@ class Process:
         return True
 
     def signal_reaper(self, signo: signal.Signals) -> None:
-        """``signo`` to the reaper: by its pidfd, or to its group (the runtime's child's).
-
-        The group by its number only while that number is still this command's: before its
-        launcher is reaped (its zombie holds the number), or after while no process has
-        taken it (a group left by a killed launcher holds its number too). Not once another
-        process has it: in a loaded machine pids wrap within minutes, and a command killed
-        again at its run's end or the runtime's close (``ProcessGroups._reap_left``) sent
-        SIGKILL to whichever group had its launcher's number then, a stdio MCP server's
-        starting in another runtime included (session 30: so killed, it "exited before
-        answering initialize", with no stderr; the likely cause of that failure, not
-        reproduced). A process taking the number between the check and the kill is still
-        reached (a window of two calls, not minutes)."""
+        """``signo`` to the reaper: by its pidfd, or to its group (the runtime's child's)
+        through its leader's pidfd opened at its start (``group_leader``: never a group
+        another process leads by the same number once the launcher is reaped; session 30:
+        a command killed again at its run's end or the runtime's close,
+        ``ProcessGroups._reap_left``, so SIGKILLed whichever group had its launcher's
+        number then); without ``leader`` (a kernel before 6.9, no pidfd), by its number
+        while that is still its group's (``group_leader.signal_checked``)."""
         if self.detached is not None:
             self.detached.send(signo)
-        elif self.popen.returncode is None or not _taken(self.pgid):
-            signal_group(self.pgid, signo)
+        elif self.leader is not None:
+            self.leader.signal(signo)
+        else:
+            signal_checked(self.popen, signo)
 
     def exit_code(self) -> int | None:
         """The shell's exit code, None while it runs: with ``run_in_background`` the reaper
@@ -110,10 +110,7 @@ class Process:
         return said if said is not None else self.poll()  # no reaper, or one killed early
 
     def _said_exit(self) -> int | None:
-        first = self._heard().split(b"\n", 1)[0]
-        if first.startswith(b"exit ") and first[5:].lstrip(b"-").isdigit():
-            return int(first[5:])
-        return None
+        return exit_in(self._heard())
 
     def _said_end(self) -> int:
         """An ended detached reaper's code: its shell's, as it said; killed if it did not."""
@@ -141,22 +138,13 @@ class Process:
             return self.said
 
 
-def _taken(pid: int) -> bool:
-    """Whether a process has ``pid`` now (a zombie too); never asked of 0 or below."""
-    if pid <= 0:
-        return True  # (``kill(0)``/``kill(-1)`` name groups: nothing is sent for them)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def exit_in(said: bytes) -> int | None:
+    """The exit code a reaper said (``exit N`` on a whole line of ``said``), if it did (a
+    ``stopped`` line may come first: ``reaper.STOPPED``)."""
+    for line in said.split(b"\n")[:-1]:
+        if line.startswith(b"exit ") and line[5:].lstrip(b"-").isdigit():
+            return int(line[5:])
+    return None
 
 
 def popen_ended_within(popen: subprocess.Popen[bytes]) -> Callable[[float], bool]:
@@ -177,17 +165,23 @@ def stop_reaper(
     ended_within: Callable[[float], bool],
     grace_s: float,
     kill_s: float,
+    *,
+    hang_guard: bool = True,
 ) -> bool:
     """End a held command and all it started: the one way for every held process (a Bash
     command's, ``ProcessGroups.kill``; a hook's or an MCP server's, ``held.stop_held``).
     SIGTERM to its reaper (``send``), which gives the command a short grace, then kills
     everything it holds, and SIGCONT (the command may have stopped it); SIGKILL if it did not
     end within ``grace_s`` (a hang guard: what it holds may then outlive it, but for what the
-    caller does after), and ``kill_s`` more for that. Whether it ended when asked."""
+    caller does after), and ``kill_s`` more for that; without ``hang_guard`` (``grace_s`` is
+    the caller's own bound, shorter: the MCP hub's close, ``held.end_detached``) it is left to
+    its stop, not killed. Whether it ended when asked."""
     send(signal.SIGTERM)
     send(signal.SIGCONT)
     if ended_within(grace_s):
         return True
+    if not hang_guard:
+        return False
     send(signal.SIGKILL)
     ended_within(kill_s)
     return False

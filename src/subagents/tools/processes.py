@@ -51,6 +51,7 @@ from subagents.models.base import CancelSignal
 from subagents.tools import reaper
 from subagents.tools.detached import DetachedReaper, detaches, held
 from subagents.tools.errors import ToolError
+from subagents.tools.group_leader import GroupLeader
 from subagents.tools.lease_line import fds_of
 from subagents.tools.process import Process, stop_reaper
 from subagents.tools.run_starts import RunAttempt, RunEnding, RunStarts
@@ -246,7 +247,10 @@ class ProcessGroups:
             raise
         finally:
             _close(pipe, told)
-        started = Process(proc_id, command, run_id, popen, output, cookie=cookie, status_fd=status)
+        leader = GroupLeader.of(popen)  # before anything waits: the pid is still its own
+        started = Process(
+            proc_id, command, run_id, popen, output, cookie=cookie, status_fd=status, leader=leader
+        )
         process = self._held(started, detach, source, fd)
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:

@@ -32,7 +32,8 @@ it ended (SIGKILL included), is such a stop too (``_hold_lifeline``): nothing of
 outlives the runtime that started it. Its host's lease line passing unrenewed (the host
 stalled past its lease: ``tools.lease_line``) kills all at once, without the shell's grace.
 
-What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code, ``-SIG``
+What the runtime is told, on ``--status-fd``: ``stopped`` when a stop came while the shell
+ran, ``exit N`` (the shell's exit code, ``-SIG``
 when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
 nothing it started runs; this process then ends as its shell did (the same code or signal).
 A launcher that ends without ``reaped`` was killed itself: the runtime then falls back to the
@@ -95,6 +96,9 @@ LIFELINE = signal.SIGIO
 gone (``_hold_lifeline``)."""
 WATCHED = STOPS | {signal.SIGCHLD, LIFELINE}
 FAILED_EXIT = 125
+STOPPED = "stopped"
+"""Said when a stop reaches this process while its shell runs (before its ``exit N``): the
+shell's end is then the stop's, not its own (``held.how_it_ended``)."""
 LEASE_VARIABLE = "SUBAGENTS_LEASE_LINE"
 """Names the host's lease line (``tools.lease_line``): this process kills all its command
 started when the deadline there passes (``lease_left``); taken out of the command's
@@ -319,6 +323,8 @@ def _supervise(shell: int, status_fd: int, linger: bool) -> int:
         if info is None or (info.si_signo == LIFELINE and not _orphaned(status_fd)):
             continue
         if info.si_signo in STOPS or info.si_signo == LIFELINE:  # the runtime's end: a stop
+            if code is None and until is None:  # its end, whatever it is, is then a stop's
+                _report(status_fd, STOPPED)
             until = until or time.monotonic() + GRACE_S
             if code is None:
                 _forward(shell, signal.SIGTERM if info.si_signo == LIFELINE else info.si_signo)
