@@ -83,9 +83,16 @@ def test_the_drivers_effects_go_as_msgpack_and_come_back_equal_of_the_same_types
     assert type(back[2][1].message.messages[0].outcome.status) is RunStatus
 
 
+def _needs_cloudpickle() -> None:
+    """What msgpack cannot carry goes by Ray's cloudpickle (``cluster/travel.py``): a bare
+    clone's test command has no Ray, and no cluster either."""
+    pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
+
+
 def test_what_msgpack_would_not_give_back_as_it_was_goes_pickled_and_comes_back_whole() -> None:
     """A field typed ``Any`` holding a tuple, a Struct, a set or a local function would come
     back a list, a dict, a list or not at all: the frame goes pickled instead."""
+    _needs_cloudpickle()
 
     def local() -> str:
         return "here"
@@ -120,6 +127,7 @@ def test_a_frame_that_does_not_decode_as_its_type_is_an_error_not_a_wrong_value(
 def test_a_value_msgpack_cannot_take_whatever_it_raises_goes_pickled() -> None:
     """A list that holds itself (msgspec: ``RecursionError``) and a mapping whose ``==``
     raises: the frame goes pickled, as every frame did before, not an error of the send."""
+    _needs_cloudpickle()
     itself: list[Any] = []
     itself.append(itself)
 
