@@ -350,7 +350,11 @@ def test_a_close_with_spawns_in_flight_ends_each_handle_cancelled() -> None:
         closer.start()
         wait_until(lambda: _inbox(rt).qsize() == 6, "the close's stop queued behind them")
         hold.gate.set()
-        release.set()  # their ends come after the close's stop: it is ahead in the inbox
+        # the agents are released only once every handle has ended (by the close's stop): a
+        # released blocker's own end raced the close's stop, and under load (the newcomer's
+        # whole run, session 31) it was decided first: completed, not cancelled
+        wait_until(lambda: all(h.done for h in [blocker, *handles]), "every handle ended")
+        release.set()
         closer.join(WAIT)
         assert not closer.is_alive()
         for handle in [blocker, *handles]:
