@@ -40,10 +40,8 @@ def kill_pinned(pidfd: int, *, group: bool = False) -> None:
             try:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL, None, PIDFD_SIGNAL_PROCESS_GROUP)
                 return
-            except ProcessLookupError:
-                return
-            except OSError:
-                pass  # EINVAL: a kernel before 6.9, or no group leader: the process alone
+            except OSError:  # EINVAL: a kernel before 6.9; ESRCH: no group it leads (it left
+                pass  # it, or ended): the process alone (ESRCH again if it ended)
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     finally:

@@ -92,6 +92,17 @@ def test_a_pinned_group_leader_is_killed_with_its_group() -> None:
         kill_pinned(held)
 
 
+def test_a_pinned_process_leading_no_group_is_killed_alone_all_the_same() -> None:
+    # (the group's kill finds no group it leads, ESRCH: the process alone is still killed)
+    alone = subprocess.Popen(["sleep", "300"])  # in this process's group, leading none
+    try:
+        kill_pinned(pin(alone.pid), group=True)
+        assert alone.wait(60) == -9
+    finally:
+        alone.kill()
+        alone.wait()
+
+
 def _ends(pidfd: int) -> bool:
     """Whether the process of ``pidfd`` (not our child) ends within 60 s."""
     return pidfd >= 0 and bool(select.select([pidfd], [], [], 60)[0])
