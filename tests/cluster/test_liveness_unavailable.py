@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,4 +81,55 @@ def test_a_host_restarting_when_it_registers_is_not_reported_lost(
         assert [(x.node, x.incarnation) for x in losses] == [("node-a", first)], losses
     finally:
         liveness.close()
+        ray.kill(host)
+
+
+def test_a_host_stuck_restarting_is_lost_when_its_heartbeats_stop(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The bound of the watch made again: a host Ray keeps calling unavailable (its restart
+    never ends: here its constructor hangs) is no member past its heartbeats' timeout."""
+    import ray
+
+    stuck = tmp_path / "stuck"
+
+    @ray.remote(max_restarts=-1, max_concurrency=4)
+    class Host:
+        """A node host whose restart hangs once ``stuck`` exists."""
+
+        def __init__(self) -> None:
+            self._left = threading.Event()
+            while stuck.exists():  # (a restart: it never ends)
+                time.sleep(0.1)
+
+        def watch(self) -> None:
+            self._left.wait()
+
+        def pid(self) -> int:
+            return os.getpid()
+
+    host: Any = Host.remote()  # type: ignore[attr-defined]
+    losses: list[Lost] = []
+    liveness = Liveness(ray, on_lost=losses.append, timeout_s=10, tick_s=0.1)
+    try:
+        incarnation = liveness.register(NodeInfo(node="node-b"), host)
+        pid = ray.get(host.pid.remote(), timeout=120)
+        assert pid > 1, pid
+        (first,) = liveness._watches  # its watch, pending
+        stuck.touch()
+        os.kill(pid, signal.SIGKILL)
+        # beaten while its watch fails as unavailable (then made again): it stays a member
+        # (a beat refused: it was lost, by that failure)
+        wait_until(
+            lambda: not liveness.beat("node-b", incarnation) or first not in liveness._watches,
+            "the watch failing",
+            120,
+        )
+        assert not losses, losses
+        wait_until(lambda: bool(losses), "the loss, once the heartbeats stopped", 120)
+        assert [(x.node, x.incarnation) for x in losses] == [("node-b", incarnation)]
+        assert "no heartbeat" in losses[0].reason, losses
+    finally:
+        liveness.close()
+        stuck.unlink(missing_ok=True)
         ray.kill(host)
