@@ -13,9 +13,11 @@ for a death: Ray says so of an actor only unavailable for now (restarting, or it
 being made again), and the head's handle may still see a host as restarting for a moment
 after its new process registered. Taken for a death, that failure of the new incarnation's
 first watch reported the live host lost (its runs taken up elsewhere, the host made to join
-again: session 31, a loaded run). A host that really died is lost all the same: Ray's death
-notice (``ActorDiedError``) on the watch made again, its next incarnation's ``join``, or its
-heartbeats' end.
+again: session 31, a loaded run). A host that really died is lost all the same, if later: a
+host's process killed (restarted by Ray, ``max_restarts=-1``: never ``ActorDiedError``) by its
+next incarnation's ``join`` (its restart's time, ~1 s); its node gone by Ray's refusal to
+place it again (``ActorUnschedulableError``, on the watch made again); a restart that never
+ends by its heartbeats' end (``timeout_s``: tests/cluster/test_liveness_unavailable.py).
 """
 
 from __future__ import annotations
