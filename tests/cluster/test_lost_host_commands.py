@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from ns_pids import NS, pid_in
+from pinned import kill_pinned, pin
 from polling import wait_until
 from raycluster import WORKER, LocalCluster
 from subagents import Runtime, ScriptedModel, SQLiteStore
@@ -72,7 +73,7 @@ def test_a_lost_hosts_journaled_command_ends_with_it_and_is_not_run_again(
     spec = AgentSpec(
         name="worker", description="Works.", prompt="Work.", metadata={"resources": {WORKER: 1}}
     )
-    pid = 0
+    pid, left = 0, -1
     try:
         with Runtime(
             [spec],
@@ -86,6 +87,7 @@ def test_a_lost_hosts_journaled_command_ends_with_it_and_is_not_run_again(
             handle = rt.spawn("worker", "work")
             wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
             pid = pid_in(work / "pid")
+            left = pin(pid)  # the cleanup kills this process, never whatever has its number
             host = _worker_host(rt, ray_cluster)
             os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], signal.SIGKILL)
             outcome = handle.result(timeout=WAIT_S)
@@ -98,6 +100,4 @@ def test_a_lost_hosts_journaled_command_ends_with_it_and_is_not_run_again(
         (work / "go").touch()
         assert not (work / "effects.txt").exists()
     finally:
-        if pid and _alive(pid):  # the orphan of the lost host: not left on the machine
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
+        kill_pinned(left, group=True)  # the orphan of the lost host: not left on the machine

@@ -34,6 +34,7 @@ import pytest
 from gates import Gate
 from ns_pids import NS, pid_in
 from pgserver import stop_outside_a_transaction
+from pinned import kill_pinned, pin
 from polling import wait_until
 from raycluster import WORKER, LocalCluster
 from subagents import Runtime, ScriptedModel, SQLiteStore
@@ -242,6 +243,8 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
     wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
     pid = pid_in(work / "pid")
     daemon = pid_in(work / "daemon")
+    # what the cleanup kills: these processes, never whatever has their numbers by then
+    left = [pin(pid), pin(daemon)]
     store = SQLiteStore(tmp_path / "runs.db")
     driver.proc.kill()
     driver.proc.communicate()
@@ -255,12 +258,9 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
         assert result.startswith("new: This Bash call was interrupted"), result
         wait_until(lambda: not _alive(pid), "the killed driver's command ending", WAIT_S)
         wait_until(lambda: not _alive(daemon), "the killed driver's command's daemon", WAIT_S)
-    finally:
-        if _alive(pid):  # the orphan of the killed driver's host: not left on the machine
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(daemon, signal.SIGKILL)
+    finally:  # the orphans of the killed driver's host (if left): not left on the machine
+        kill_pinned(left[0], group=True)
+        kill_pinned(left[1])
         store.close()
 
 

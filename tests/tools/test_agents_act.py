@@ -254,7 +254,11 @@ def test_a_run_past_its_deadline_kills_its_bash_process_group(repo: Path) -> Non
         # only the pid is awaited: the deadline may pass before the whole group is up (on a
         # loaded machine, before the shell has even written its pid)
         wait_until(lambda: _written(pidfile) or handle.done, what="the pid or the end")
-        assert handle.result(WAIT).status is RunStatus.TIMED_OUT
+        result = handle.result(WAIT)
+        # a failure says what the Bash call returned, and whether its shell ever ran (session
+        # 30's CI red: COMPLETED after 2 steps, the call's end unknown)
+        said = [(b.content, b.is_error) for found in results(model, "worker") for b in found]
+        assert result.status is RunStatus.TIMED_OUT, (result, said, _written(pidfile))
         if _written(pidfile):
             pgid = pid_in(pidfile)
             wait_until(lambda: group_members(pgid) == [], what="the group killed")
