@@ -1,0 +1,141 @@
+"""A dispatcher thread back from a blocked handling keeps taking work for a while
+(``pooled.LINGER_S``) instead of leaving for the pool at once: the next handling that
+blocks (a fan-out's next child) takes no thread from the pool and owes no replacement.
+
+Real actors, real threads; every wait is on an event or a future, with a timeout, or a
+poll whose timeout is a hang guard. ``LINGER_S`` is set per test (a module global read at
+each park): long where a test reads the counts while a thread lingers, short where it waits
+for one to leave, so no assertion depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from polling import wait_until
+from subagents.actors import pooled
+from subagents.actors.pooled import Dispatcher, DispatcherCounts
+from subagents.actors.pooled_actor import PooledActor
+from subagents.blocking import about_to_block
+
+WAIT = 30.0
+NEVER = 3600.0
+"""A ``stall_s`` (and a linger) no test reaches: only ``about_to_block`` replaces."""
+
+
+class Blocks(PooledActor):
+    """Says it blocks, then waits until its release is set; answers its thread."""
+
+    def __init__(self, entered: threading.Event, release: threading.Event) -> None:
+        super().__init__()
+        self.entered, self.release = entered, release
+
+    def on_receive(self, message: Any) -> Any:
+        about_to_block()
+        self.entered.set()
+        assert self.release.wait(WAIT)
+        return threading.current_thread()
+
+
+class Echo(PooledActor):
+    def on_receive(self, message: Any) -> Any:
+        return threading.current_thread()
+
+
+def test_a_thread_back_from_a_block_takes_the_next_blocking_handling_and_later_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One dispatcher thread; a handling blocks, another actor's message is answered on a
+    thread from the pool in its place; the block ends: its thread stays taking work (two
+    take work, none parked in the pool) and the next handling that blocks owes no
+    replacement (the other one takes work). Once idle for ``LINGER_S``, one leaves for the
+    pool: the counts are back to one taking work."""
+    monkeypatch.setattr(pooled, "LINGER_S", NEVER)
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-linger")
+    entered, release = threading.Event(), threading.Event()
+    try:
+        first = Blocks.start(entered, release, dispatcher=d)
+        echo = Echo.start(dispatcher=d)
+        blocked = first.ask("block", block=False)
+        assert entered.wait(WAIT)
+        assert echo.ask("meanwhile", timeout=WAIT) is not None  # on the replacement
+        release.set()
+        blocked_on = blocked.get(timeout=WAIT)
+        wait_until(lambda: d.counts().replaced == 0, "the blocked thread back")
+        assert d.wait_idle(WAIT)
+        assert d.counts() == DispatcherCounts(working=2, replaced=0)  # it stayed (before:
+        # it left for the pool, one taking work)
+        assert d._owed == 0
+
+        again, release_again = threading.Event(), threading.Event()
+        second = Blocks.start(again, release_again, dispatcher=d)
+        later = second.ask("block", block=False)
+        assert again.wait(WAIT)
+        assert d.counts() == DispatcherCounts(working=1, replaced=1)
+        assert d._owed == 0  # one still takes work: no replacement owed
+        assert echo.ask("meanwhile", timeout=WAIT) is not None
+        release_again.set()
+        assert later.get(timeout=WAIT) in d.threads()
+        assert blocked_on in d.threads()
+
+        monkeypatch.setattr(pooled, "LINGER_S", 0.01)  # read at the next park
+        assert echo.ask("wake one", timeout=WAIT) is not None  # it parks again, briefly
+        wait_until(lambda: d.counts() == DispatcherCounts(working=1, replaced=0), "one thread left")
+        assert echo.ask("still answered", timeout=WAIT) is not None
+        for ref in (first, second, echo):
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        assert d.close(WAIT) == []
+
+
+def test_threads_past_size_leave_once_idle_and_never_fewer_than_size_stay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two handlings block at once on a dispatcher of one thread, each replaced; both end:
+    three threads take work, two past ``size``. Idle for a brief ``LINGER_S``, they leave,
+    however their timeouts fall together, and the last one stays: one takes work, and a
+    message is still answered."""
+    monkeypatch.setattr(pooled, "LINGER_S", NEVER)
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-linger-size")
+    releases = [threading.Event(), threading.Event()]
+    try:
+        asks = []
+        for release in releases:
+            entered = threading.Event()
+            asks.append(Blocks.start(entered, release, dispatcher=d).ask("block", block=False))
+            assert entered.wait(WAIT)
+        assert d.counts() == DispatcherCounts(working=0, replaced=2)
+        echo = Echo.start(dispatcher=d)
+        assert echo.ask("meanwhile", timeout=WAIT) is not None  # on a replacement
+        monkeypatch.setattr(pooled, "LINGER_S", 0.001)  # the two back park briefly
+        for release, ask in zip(releases, asks, strict=True):
+            release.set()
+            assert ask.get(timeout=WAIT) is not None
+        wait_until(  # (two left: had the last one left too, never one)
+            lambda: d.counts() == DispatcherCounts(working=1, replaced=0), "one thread left"
+        )
+        assert echo.ask("still answered", timeout=WAIT) is not None
+    finally:
+        for release in releases:
+            release.set()
+        assert d.close(WAIT) == []
+
+
+def test_an_idle_thread_leaves_only_while_more_than_size_take_work() -> None:
+    """The rule ``_leaves`` applies under the lock (no thread: the counts set by hand):
+    idle past its linger, a thread leaves while more than ``size`` take work, counted out
+    at once (so two timing out together leave no fewer than ``size``), and stays at
+    ``size``."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-linger-rule")
+    worker = pooled._Worker()
+    d._working = 2
+    assert d._leaves(worker)
+    assert (d._working, worker.replaced) == (1, True)  # (not counted out again as it goes)
+    other = pooled._Worker()
+    assert not d._leaves(other)
+    assert (d._working, other.replaced) == (1, False)
+    assert d.close(WAIT) == []
