@@ -139,3 +139,21 @@ def test_an_idle_thread_leaves_only_while_more_than_size_take_work() -> None:
     assert not d._leaves(other)
     assert (d._working, other.replaced) == (1, False)
     assert d.close(WAIT) == []
+
+
+def test_a_thread_counted_out_owes_a_replacement_only_below_size() -> None:
+    """The rule ``_replace`` applies under the lock (``about_to_block``, or the watch
+    thread finding a drain stalled; no thread: the counts set by hand): while ``size``
+    others take work (threads back from a block, past ``size``) nothing is owed, else one
+    thread is. Before, a stall under load owed (and started) one each time beside the
+    threads lingering, and a dispatcher of 3 held 10 (seen in
+    ``test_idle_actors_hold_no_thread_and_closing_joins_every_thread`` at load 60)."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-linger-owe")
+    with d._lock:
+        d._working = 2
+        lingering, alone = pooled._Worker(), pooled._Worker()
+        assert not d._replace(lingering)
+        assert (d._working, d._owed, lingering.replaced) == (1, 0, True)
+        assert d._replace(alone)
+        assert (d._working, d._owed, alone.replaced) == (0, 1, True)
+    assert d.close(WAIT) == []

@@ -85,8 +85,9 @@ class _Worker(Seat):
 
 @dataclass(frozen=True)
 class DispatcherCounts:
-    """The dispatcher's threads: those counted as taking work, and those replaced because
-    their handling blocked (they leave when it ends)."""
+    """The dispatcher's threads: those counted as taking work (past ``size`` for up to
+    ``LINGER_S`` after a block), and those replaced because their handling blocked (they
+    take work again when it ends)."""
 
     working: int
     replaced: int
@@ -272,14 +273,16 @@ class Dispatcher:
                     self._working -= 1
 
     def _replace(self, worker: _Worker) -> bool:
-        """Count ``worker`` as blocked and owe a thread in its place (``_lock`` held; the
-        watch thread starts it once the lock is let go: ``_start_owed``). It drains on (its
-        actor's order holds) and rejoins (in the owed one's place, if not started yet) or
-        leaves when that ends. Whether it was counted now."""
+        """Count ``worker`` as blocked and, unless ``size`` others take work (threads back
+        from a block, past ``size``), owe a thread in its place (``_lock`` held; started
+        once the lock is let go: ``_start_owed``, ``_pay``). It drains on (its actor's order
+        holds) and takes work again when that ends (``_rejoin``). Whether one is owed now."""
         if worker.replaced or self._closed.is_set():
             return False
         worker.replaced = True
         self._working -= 1
+        if self._working >= self.size:  # (else a stall under load started a thread beside
+            return False  # the lingering ones, each time)
         self._owed += 1
         return True
 
@@ -410,13 +413,8 @@ class Dispatcher:
         if worker.replaced:
             return
         with self._lock:  # (looked at again: the watch thread may have replaced it meanwhile)
-            if worker.replaced or self._closed.is_set():
+            if not self._replace(worker):
                 return
-            worker.replaced = True
-            self._working -= 1
-            if self._working >= self.size:  # (threads rejoined past ``size``: none owed)
-                return
-            self._owed += 1
         if not self._handoff.waiting and self._handoff.in_line:
             self._pay()
 
