@@ -157,3 +157,127 @@ def test_a_thread_counted_out_owes_a_replacement_only_below_size() -> None:
         assert d._replace(alone)
         assert (d._working, d._owed, alone.replaced) == (0, 1, True)
     assert d.close(WAIT) == []
+
+
+class Silent(PooledActor):
+    """Waits until its release is set without saying it blocks (a sync tool, a lock): only
+    the watch thread, finding its drain stalled, counts its thread out."""
+
+    def __init__(self, entered: threading.Event, release: threading.Event) -> None:
+        super().__init__()
+        self.entered, self.release = entered, release
+
+    def on_receive(self, message: Any) -> Any:
+        self.entered.set()
+        assert self.release.wait(WAIT)
+        return threading.current_thread()
+
+
+def _lingering(d: Dispatcher, blocks: int) -> list[threading.Event]:
+    """``blocks`` handlings block at once (each replaced as work came for it), then end:
+    every thread takes work (``LINGER_S`` set past the test by the caller). The releases,
+    set."""
+    releases, asks = [], []
+    for _ in range(blocks):
+        entered, release = threading.Event(), threading.Event()
+        releases.append(release)
+        asks.append(Blocks.start(entered, release, dispatcher=d).ask("block", block=False))
+        assert entered.wait(WAIT)
+    for release, ask in zip(releases, asks, strict=True):
+        release.set()
+        assert ask.get(timeout=WAIT) is not None
+    wait_until(lambda: d.counts().replaced == 0, "every blocked thread back")
+    return releases
+
+
+def test_every_thread_blocking_at_once_past_size_owes_size_replacements(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dispatcher of two with two threads back from blocks (four take work, or five);
+    as many handlings block at once, one on each: the first two owe nothing (two others still take
+    work), the last two owe one each, so ``size`` are owed, and a message sent meanwhile is
+    answered on one of them: blocked handlings never starve the others, lingering or not."""
+    monkeypatch.setattr(pooled, "LINGER_S", NEVER)
+    d = Dispatcher(size=2, stall_s=NEVER, name="t-linger-all-block")
+    releases: list[threading.Event] = []
+    try:
+        releases += _lingering(d, 4)
+        working = d.counts().working  # (4, or 5: a replacement paid twice, by a give and
+        assert working >= 4  # by the watch thread's look, lingers too)
+        wait_until(  # (each ask below handed to a parked one: none in line to pay for)
+            lambda: len(d._handoff._parked) == working, "every thread parked"
+        )
+        asks = []
+        for _ in range(working):
+            entered, release = threading.Event(), threading.Event()
+            releases.append(release)
+            asks.append(Blocks.start(entered, release, dispatcher=d).ask("block", block=False))
+            assert entered.wait(WAIT)
+        assert d.counts() == DispatcherCounts(working=0, replaced=working)
+        assert d._owed >= d.size
+        echo = Echo.start(dispatcher=d)
+        assert echo.ask("meanwhile", timeout=WAIT) is not None
+        for release in releases:
+            release.set()
+        for ask in asks:
+            assert ask.get(timeout=WAIT) is not None
+    finally:
+        for release in releases:
+            release.set()
+        assert d.close(WAIT) == []
+    assert d.threads() == []
+
+
+def test_silent_stalls_of_every_thread_past_size_leave_no_message_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dispatcher of one with two threads back from blocks (three take work, or more);
+    as many handlings stall on them without saying they block: the watch thread counts each out,
+    the last one owes a replacement, and a message sent meanwhile is answered."""
+    monkeypatch.setattr(pooled, "LINGER_S", NEVER)
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-linger-stalls")
+    releases: list[threading.Event] = []
+    try:
+        releases += _lingering(d, 3)
+        working = d.counts().working
+        assert working >= 3
+        d.stall_s = 0.05  # the watch thread looks from now on
+        d._poked.set()
+        asks = []
+        for _ in range(working):
+            entered, release = threading.Event(), threading.Event()
+            releases.append(release)
+            asks.append(Silent.start(entered, release, dispatcher=d).ask("stall", block=False))
+            assert entered.wait(WAIT)
+        echo = Echo.start(dispatcher=d)
+        assert echo.ask("meanwhile", timeout=WAIT) is not None
+        for release in releases:
+            release.set()
+        for ask in asks:
+            assert ask.get(timeout=WAIT) is not None
+    finally:
+        for release in releases:
+            release.set()
+        assert d.close(WAIT) == []
+    assert d.threads() == []
+
+
+def test_threads_back_from_blocks_are_bounded_and_closing_ends_the_lingering_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ten handlings block at once on a dispatcher of one with ``spare=3`` (the pool keeps
+    three parked): back, at most ``size + 3`` take work and the rest leave (for the pool, up
+    to its three, or end); closing while they linger (a park of an hour) ends every one."""
+    monkeypatch.setattr(pooled, "LINGER_S", NEVER)
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-linger-bound", spare=3)
+    releases: list[threading.Event] = []
+    try:
+        releases += _lingering(d, 10)
+        assert d.counts().working <= 4
+        wait_until(lambda: len(d.threads()) <= 1 + 4 + 3, "the threads past the pool's end")
+        assert Echo.start(dispatcher=d).ask("answered", timeout=WAIT) is not None
+    finally:
+        for release in releases:
+            release.set()
+        assert d.close(WAIT) == []
+    assert d.threads() == []
