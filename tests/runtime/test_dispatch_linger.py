@@ -281,3 +281,38 @@ def test_threads_back_from_blocks_are_bounded_and_closing_ends_the_lingering_one
             release.set()
         assert d.close(WAIT) == []
     assert d.threads() == []
+
+
+def test_drains_found_stalled_do_not_grow_the_threads_taking_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drain the watch thread finds stalled (a slow handling on a loaded machine, no
+    block said) is replaced as before, but its thread, back, takes work past ``size`` only
+    if its handling said it blocks: three rounds of every thread stalling at once leave
+    ``size`` taking work. (Rejoining past ``size`` after a stall too, each round where all
+    stalled at once added ``size`` threads taking work, up to the pool's ``max_idle`` past
+    it: a dispatcher of 3 in ``test_idle_actors_hold_no_thread...`` at load 60 held 10.)"""
+    monkeypatch.setattr(pooled, "LINGER_S", NEVER)
+    d = Dispatcher(size=1, stall_s=0.05, name="t-linger-stall-ratchet")
+    releases: list[threading.Event] = []
+    try:
+        echo = Echo.start(dispatcher=d)
+        for _ in range(3):
+            working = d.counts().working
+            asks = []
+            for _ in range(working):
+                entered, release = threading.Event(), threading.Event()
+                releases.append(release)
+                asks.append(Silent.start(entered, release, dispatcher=d).ask("s", block=False))
+                assert entered.wait(WAIT)
+            assert echo.ask("meanwhile", timeout=WAIT) is not None
+            for release in releases:
+                release.set()
+            for ask in asks:
+                assert ask.get(timeout=WAIT) is not None
+            wait_until(lambda: d.counts().replaced == 0, "every stalled thread back or gone")
+        assert d.counts().working == d.size
+    finally:
+        for release in releases:
+            release.set()
+        assert d.close(WAIT) == []

@@ -39,13 +39,15 @@ Code that knows it is about to block says so (``subagents.blocking.about_to_bloc
 its thread is replaced at once (Java's ``ForkJoinPool.managedBlock``); replaced threads park
 in the pool (up to ``spare``) for the next replacement (docs/architecture.md, "Threads").
 
-A replaced thread whose blocked handling ended takes work again, past ``size`` if need be,
-and leaves for the pool only once it waited ``LINGER_S`` for work with more than ``size``
-taking it (``_leaves``); a handling that blocks while ``size`` others take work owes no
-replacement. Why: in a fan-out each child's thread comes back from its model call as the
-next child's call is about to block; leaving for the pool at once, it was woken from there
-again for that next child through a replacement owed and paid (``_pay``: the pool's lock,
-its queue, the thread's set-up and tear-down in ``_work``), ~5% of a child's instructions.
+A replaced thread whose blocked handling ended takes work again, past ``size`` if need be
+(if it said it blocks: a drain only found stalled rejoins below ``size``, else a loaded
+machine's stalls grew the threads taking work), and leaves for the pool only once it
+waited ``LINGER_S`` for work with more than ``size`` taking it (``_leaves``); a handling
+that blocks while ``size`` others take work owes no replacement. Why: in a fan-out each
+child's thread comes back from its model call as the next child's call is about to block;
+leaving for the pool at once, it was woken from there again for that next child through a
+replacement owed and paid (``_pay``: the pool's lock, its queue, the thread's set-up and
+tear-down in ``_work``), ~5% of a child's instructions.
 """
 
 from __future__ import annotations
@@ -78,9 +80,15 @@ class _Worker(Seat):
     """One dispatcher thread: where it parks for work, and what the watch thread sees of it
     (``busy_since``: when its current drain started, 0.0 while it waits for work)."""
 
-    __slots__ = ()
+    __slots__ = ("said_blocks",)
     # ``replaced`` (``Seat``): counted as blocked (``blocking``, or the watch thread saw it
     # stall), another thread started or owed in its place
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said_blocks = False
+        """Its current drain said it blocks (``blocking``), not only stalled: back, it may
+        take work past ``size`` (``_rejoin``)."""
 
 
 @dataclass(frozen=True)
@@ -353,16 +361,21 @@ class Dispatcher:
 
     def _rejoin(self, worker: _Worker) -> bool:
         """A worker counted as blocked whose drain ended: back to work in the place of a
-        replacement still owed (it was never started), else past ``size`` (it leaves once
-        idle for ``LINGER_S``: ``_leaves``), up to the pool's ``max_idle`` past it, as the
-        pool would keep it parked; else (or closing) it leaves."""
+        replacement still owed (it was never started), or below ``size``; else, if its drain
+        said it blocks, past ``size`` (it leaves once idle for ``LINGER_S``: ``_leaves``), up
+        to the pool's ``max_idle`` past it, as the pool would keep it parked; else (or
+        closing) it leaves. (A drain only found stalled, a slow handling on a loaded machine,
+        does not rejoin past ``size``: each look that found every thread stalled at once
+        added ``size`` threads taking work, up to ``max_idle`` past it.)"""
+        said_blocks, worker.said_blocks = worker.said_blocks, False
         with self._lock:
             if self._owed and not self._closed.is_set():
                 self._owed -= 1
                 worker.replaced = False
                 self._working += 1
                 return True
-            if self._working < self.size + self._pool.max_idle and not self._closed.is_set():
+            limit = self.size + self._pool.max_idle if said_blocks else self.size
+            if self._working < limit and not self._closed.is_set():
                 worker.replaced = False  # (past ``size``: it leaves once idle, ``_leaves``)
                 self._working += 1
                 return True
@@ -410,6 +423,7 @@ class Dispatcher:
         (now, if work is in line already). Work that does not block after all (a sync function agent
         that returns at once) then costs no thread: the worker comes back to its place."""
         pay_nudge()  # what its turn left in line is taken by another meanwhile (handoff.py)
+        worker.said_blocks = True
         if worker.replaced:
             return
         with self._lock:  # (looked at again: the watch thread may have replaced it meanwhile)
@@ -428,6 +442,7 @@ class Dispatcher:
             if self._owed:
                 self._owed -= 1
                 worker.replaced = False
+                worker.said_blocks = False  # (counted back in: no ``_rejoin`` to read it)
                 self._working += 1
 
     # ---- state -------------------------------------------------------------------------------
