@@ -204,18 +204,20 @@ def test_every_thread_blocking_at_once_past_size_owes_size_replacements(
         releases += _lingering(d, 4)
         working = d.counts().working  # (4, or 5: a replacement paid twice, by a give and
         assert working >= 4  # by the watch thread's look, lingers too)
+        entries = [(threading.Event(), threading.Event()) for _ in range(working)]
+        refs = [Blocks.start(entered, release, dispatcher=d) for entered, release in entries]
+        echo = Echo.start(dispatcher=d)
+        releases += [release for _, release in entries]
+        assert d.wait_idle(WAIT)  # (started: no ``on_start`` drain races an ask below)
         wait_until(  # (each ask below handed to a parked one: none in line to pay for)
             lambda: len(d._handoff._parked) == working, "every thread parked"
         )
         asks = []
-        for _ in range(working):
-            entered, release = threading.Event(), threading.Event()
-            releases.append(release)
-            asks.append(Blocks.start(entered, release, dispatcher=d).ask("block", block=False))
+        for ref, (entered, _) in zip(refs, entries, strict=True):
+            asks.append(ref.ask("block", block=False))
             assert entered.wait(WAIT)
         assert d.counts() == DispatcherCounts(working=0, replaced=working)
         assert d._owed >= d.size
-        echo = Echo.start(dispatcher=d)
         assert echo.ask("meanwhile", timeout=WAIT) is not None
         for release in releases:
             release.set()
