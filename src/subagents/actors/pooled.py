@@ -31,9 +31,10 @@ been in the same drain for longer than that (its actor is still drained by it, s
 holds; it leaves the pool when that drain ends, or takes its place back if that one is not
 started yet; the new thread is started with the dispatcher's lock let go: ``_start_owed``).
 So at least ``size`` threads always take new work within about ``2 * stall_s``, however many
-handlings block, and the threads that exist are those ``size`` (and for up to ``LINGER_S``
-those back from a block) plus one per handling blocked right now: never one per waiting
-actor. (Go's scheduler does the same for goroutines blocked in system calls.)
+handlings block, and the threads that exist are those ``size`` (and those back from a
+block, up to the pool's ``max_idle`` past it, each until it waits ``LINGER_S`` for work)
+plus one per handling blocked right now: never one per waiting actor. (Go's scheduler does
+the same for goroutines blocked in system calls.)
 
 Code that knows it is about to block says so (``subagents.blocking.about_to_block()``) and
 its thread is replaced at once (Java's ``ForkJoinPool.managedBlock``); replaced threads park
@@ -93,9 +94,9 @@ class _Worker(Seat):
 
 @dataclass(frozen=True)
 class DispatcherCounts:
-    """The dispatcher's threads: those counted as taking work (past ``size`` for up to
-    ``LINGER_S`` after a block), and those replaced because their handling blocked (they
-    take work again when it ends)."""
+    """The dispatcher's threads: those counted as taking work (past ``size``, those back
+    from a block until one waits ``LINGER_S`` for work), and those replaced because their
+    handling blocked (they take work again when it ends)."""
 
     working: int
     replaced: int
