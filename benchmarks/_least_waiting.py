@@ -38,7 +38,8 @@ import msgspec
 
 from subagents.actors.gc_pacing import PACING
 from subagents.actors.inbox import stop_message
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher
+from subagents.actors.pooled_actor import PooledActor
 
 
 class _Record(msgspec.Struct):

@@ -57,7 +57,7 @@ from subagents.actors import agent as agent_module
 from subagents.actors.agent import AgentActor
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import ReportsDue
-from subagents.actors.pooled import PooledActor
+from subagents.actors.pooled_actor import PooledActor
 from subagents.actors.supervisor import SupervisorActor
 from subagents.actors.supervisor_client import SupervisorClient
 from subagents.messages import RunFinished, SpawnRequest

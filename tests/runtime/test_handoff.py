@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from subagents.actors.handoff import Handoff, Seat, pay_nudge
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher
+from subagents.actors.pooled_actor import PooledActor
 from subagents.blocking import about_to_block
 
 WAIT = 30.0

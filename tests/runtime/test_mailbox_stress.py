@@ -23,7 +23,8 @@ import pykka
 import pytest
 
 from subagents.actors.mailbox import Mailbox
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher
+from subagents.actors.pooled_actor import PooledActor
 
 from .conftest import at_once
 

@@ -27,7 +27,8 @@ _AT_THE_LIMIT = textwrap.dedent(
     import json, os, resource, sys
     from typing import Any
     import pykka
-    from subagents.actors.pooled import Dispatcher, PooledActor
+    from subagents.actors.pooled import Dispatcher
+    from subagents.actors.pooled_actor import PooledActor
 
     wait = float(sys.argv[1])
     hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]

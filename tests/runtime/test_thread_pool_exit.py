@@ -58,7 +58,8 @@ def test_a_thread_asked_for_at_interpreter_shutdown_is_refused_as_shutdown(call:
 _ACTOR_SCRIPT = textwrap.dedent(
     """
     import builtins, sys
-    from subagents.actors.pooled import Dispatcher, PooledActor
+    from subagents.actors.pooled import Dispatcher
+    from subagents.actors.pooled_actor import PooledActor
 
     class Echo(PooledActor):
         def on_receive(self, message):
@@ -108,7 +109,8 @@ _AGENT_SCRIPT = textwrap.dedent(
     from subagents.actors.effector import Effector, _Live
     from subagents.actors.inbox import FastInboxActor
     from subagents.actors.lazy_event import LazyEvent
-    from subagents.actors.pooled import Dispatcher, PooledActor
+    from subagents.actors.pooled import Dispatcher
+    from subagents.actors.pooled_actor import PooledActor
     from subagents.actors.pooled_agent import PooledAgentActor
     from subagents.actors.threads import ThreadPool
     from subagents.actors.timer import TimerService

@@ -16,7 +16,8 @@ from typing import Any
 import pykka
 import pytest
 
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher
+from subagents.actors.pooled_actor import PooledActor
 
 WAIT = 30.0
 

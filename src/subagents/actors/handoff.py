@@ -159,9 +159,11 @@ class Handoff(Generic[T]):
             pay_nudge()
             here.taker = None
 
-    def take(self, seat: Seat) -> T | None:
+    def take(self, seat: Seat, linger_s: float | None = None) -> T | None:
         """The next work for ``seat``'s thread: from the line, else waiting parked until some
-        is handed to it. None once closed and the line is empty: the thread leaves."""
+        is handed to it. None once closed and the line is empty: the thread leaves; or,
+        given ``linger_s``, once it waited parked that long and no work came (``closed``
+        tells the two apart)."""
         line, parked, clock = self._line, self._parked, time.monotonic
         taker = here.taker
         owed = taker is not None and taker.handoff is self and taker.owed
@@ -189,9 +191,25 @@ class Handoff(Generic[T]):
                     pass
                 else:
                     continue
-            item = seat.slot.get()
+            if linger_s is None:
+                item = seat.slot.get()
+            else:
+                try:
+                    item = seat.slot.get(timeout=linger_s)
+                except queue.Empty:
+                    try:
+                        parked.remove(seat)
+                    except ValueError:  # a giver popped it just now: what it put is coming
+                        item = seat.slot.get()
+                    else:
+                        return None
             if item is not _NUDGE:
                 return item  # type: ignore[return-value]
+
+    @property
+    def closed(self) -> bool:
+        """Whether it was closed (``take`` gives None then, and the threads leave)."""
+        return self._closed
 
     @property
     def waiting(self) -> bool:

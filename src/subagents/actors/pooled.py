@@ -1,4 +1,5 @@
-"""PooledActor and Dispatcher: actors that hold a thread only while they have messages.
+"""Dispatcher: the threads of ``PooledActor``s, actors that hold a thread only while they
+have messages (the actor's side: ``actors/pooled_actor.py``).
 
 A pykka ``ThreadingActor`` is a thread blocked on its inbox. For a runtime whose runs spend
 most of their lives waiting (on a child, on mail), that makes every waiting run cost an OS
@@ -30,44 +31,46 @@ been in the same drain for longer than that (its actor is still drained by it, s
 holds; it leaves the pool when that drain ends, or takes its place back if that one is not
 started yet; the new thread is started with the dispatcher's lock let go: ``_start_owed``).
 So at least ``size`` threads always take new work within about ``2 * stall_s``, however many
-handlings block, and the threads that exist are those ``size`` plus one per handling blocked
-right now: never one per waiting actor. (Go's scheduler does the same for goroutines
-blocked in system calls.)
+handlings block, and the threads that exist are those ``size`` (and those back from a
+block, up to the pool's ``max_idle`` past it, each until it waits ``LINGER_S`` for work)
+plus one per handling blocked right now: never one per waiting actor. (Go's scheduler does
+the same for goroutines blocked in system calls.)
 
 Code that knows it is about to block says so (``subagents.blocking.about_to_block()``) and
 its thread is replaced at once (Java's ``ForkJoinPool.managedBlock``); replaced threads park
 in the pool (up to ``spare``) for the next replacement (docs/architecture.md, "Threads").
+
+A replaced thread whose blocked handling ended takes work again, past ``size`` if need be
+(if it said it blocks: a drain only found stalled rejoins below ``size``, else a loaded
+machine's stalls grew the threads taking work), and leaves for the pool only once it
+waited ``LINGER_S`` for work with more than ``size`` taking it (``_leaves``); a handling
+that blocks while ``size`` others take work owes no replacement. Why: in a fan-out each
+child's thread comes back from its model call as the next child's call is about to block;
+leaving for the pool at once, it was woken from there again for that next child through a
+replacement owed and paid (``_pay``: the pool's lock, its queue, the thread's set-up and
+tear-down in ``_work``), ~5% of a child's instructions.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
-
-import pykka
-from pykka._envelope import Envelope
+from typing import Protocol
 
 from subagents.actors.gc_pacing import PACING
 from subagents.actors.handoff import Handoff, Seat, pay_nudge
-from subagents.actors.inbox import PYKKA_MESSAGES
-from subagents.actors.latch_future import LatchFuture
-from subagents.actors.mailbox import Mailbox
 from subagents.actors.tally import Tally
-from subagents.actors.threads import InterpreterExiting, NoThread, ThreadPool, default_size
-from subagents.actors.turn_failures import handling_failed
+from subagents.actors.threads import NoThread, ThreadPool, default_size
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
 
-if TYPE_CHECKING:
-    from typing import Self
-
-    from pykka._actor import ActorInbox
-
 log = get_logger("subagents.dispatch")
+
+LINGER_S = 1.0
+"""How long a thread taking work past ``size`` (one that rejoined after a blocked handling)
+waits parked for work before it leaves for the pool (``Dispatcher._leaves``)."""
 
 THROUGHPUT = 64
 """Messages one drain hands an actor before it goes to the back of the line: an actor
@@ -78,18 +81,32 @@ class _Worker(Seat):
     """One dispatcher thread: where it parks for work, and what the watch thread sees of it
     (``busy_since``: when its current drain started, 0.0 while it waits for work)."""
 
-    __slots__ = ()
+    __slots__ = ("said_blocks",)
     # ``replaced`` (``Seat``): counted as blocked (``blocking``, or the watch thread saw it
     # stall), another thread started or owed in its place
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said_blocks = False
+        """Its current drain said it blocks (``blocking``), not only stalled: back, it may
+        take work past ``size`` (``_rejoin``)."""
 
 
 @dataclass(frozen=True)
 class DispatcherCounts:
-    """The dispatcher's threads: those counted as taking work, and those replaced because
-    their handling blocked (they leave when it ends)."""
+    """The dispatcher's threads: those counted as taking work (past ``size``, those back
+    from a block until one waits ``LINGER_S`` for work), and those replaced because their
+    handling blocked (they take work again when it ends)."""
 
     working: int
     replaced: int
+
+
+class Drained(Protocol):
+    """What a dispatcher thread runs: an actor whose mailbox has messages (a
+    ``PooledActor``, ``actors/pooled_actor.py``: it imports this module, not the reverse)."""
+
+    def _drain(self) -> None: ...
 
 
 class Dispatcher:
@@ -114,7 +131,7 @@ class Dispatcher:
         # Threads come from a pool of their own: a thread replaced while blocked parks there
         # when its handling ends, for the next replacement.
         self._pool = ThreadPool(name=name, max_idle=max(size, spare))
-        self._handoff: Handoff[PooledActor] = Handoff()
+        self._handoff: Handoff[Drained] = Handoff()
         """Actors with messages, each handed to one parked thread (a queue per thread: one
         shared by every idle thread cost twice as much per hand-off; ``handoff.py``)."""
         self._lock = threading.Lock()
@@ -138,7 +155,7 @@ class Dispatcher:
 
     # ---- running -----------------------------------------------------------------------------
 
-    def submit(self, actor: PooledActor) -> None:
+    def submit(self, actor: Drained) -> None:
         """Put ``actor`` (scheduled: its mailbox has messages) in line for a thread. After
         ``close`` nothing takes it: the runtime stopped its actors before closing."""
         if not self._started and not self._start():
@@ -239,9 +256,11 @@ class Dispatcher:
         self._handoff.taking(True, worker)
         try:
             while True:
-                actor = take(worker)
-                if actor is None:  # closing
-                    return
+                actor = take(worker, LINGER_S if self._working > self.size else None)
+                if actor is None:  # closing, or past ``size`` and idle for ``LINGER_S``
+                    if self._handoff.closed or self._leaves(worker):
+                        return
+                    continue
                 # (busy since it was handed ``actor``: ``take`` or the giver set it)
                 try:
                     actor._drain()  # the dispatcher is the actor's loop
@@ -263,14 +282,16 @@ class Dispatcher:
                     self._working -= 1
 
     def _replace(self, worker: _Worker) -> bool:
-        """Count ``worker`` as blocked and owe a thread in its place (``_lock`` held; the
-        watch thread starts it once the lock is let go: ``_start_owed``). It drains on (its
-        actor's order holds) and rejoins (in the owed one's place, if not started yet) or
-        leaves when that ends. Whether it was counted now."""
+        """Count ``worker`` as blocked and, unless ``size`` others take work (threads back
+        from a block, past ``size``), owe a thread in its place (``_lock`` held; started
+        once the lock is let go: ``_start_owed``, ``_pay``). It drains on (its actor's order
+        holds) and takes work again when that ends (``_rejoin``). Whether one is owed now."""
         if worker.replaced or self._closed.is_set():
             return False
         worker.replaced = True
         self._working -= 1
+        if self._working >= self.size:  # (else a stall under load started a thread beside
+            return False  # the lingering ones, each time)
         self._owed += 1
         return True
 
@@ -305,7 +326,7 @@ class Dispatcher:
             if spares:
                 blocked = len(self._workers) - self._working
                 want = min(blocked, self.live - blocked)
-        ahead -= self._pool.spares  # (a number to start, not a level kept: they are taken)
+        ahead -= self._spares()  # (a number to start, not a level kept: they are taken)
         while not self._closed.is_set():
             if self._owed and self._handoff.in_line and self._pay(start=True):
                 ahead -= 1  # (started for one of them)
@@ -313,8 +334,13 @@ class Dispatcher:
                 if not self._pool.add_spare():
                     return
                 ahead -= 1
-            elif self._pool.spares >= want or not self._pool.add_spare():
+            elif self._spares() >= want or not self._pool.add_spare():
                 return
+
+    def _spares(self) -> int:
+        """Threads ready for a handling about to block: parked in the pool (or about to),
+        and those taking work past ``size`` (back from a block, lingering: ``_leaves``)."""
+        return self._pool.spares + max(0, self._working - self.size)
 
     def ready(self, blocking: int) -> None:
         """Have threads ready for ``blocking`` handlings about to block (a wave of runs about
@@ -328,7 +354,7 @@ class Dispatcher:
         9 in 10 for nothing, taking the GIL as freed slots' next children started."""
         if not self._started:
             self._start()
-        if self._pool.spares >= blocking:
+        if self._spares() >= blocking:
             return
         with self._lock:
             self._ahead = max(self._ahead, blocking)
@@ -336,19 +362,35 @@ class Dispatcher:
 
     def _rejoin(self, worker: _Worker) -> bool:
         """A worker counted as blocked whose drain ended: back to work in the place of a
-        replacement still owed (it was never started), or if fewer than ``size`` threads
-        take work now (the closing left none); else it leaves."""
+        replacement still owed (it was never started), or below ``size``; else, if its drain
+        said it blocks, past ``size`` (it leaves once idle for ``LINGER_S``: ``_leaves``), up
+        to the pool's ``max_idle`` past it, as the pool would keep it parked; else (or
+        closing) it leaves. (A drain only found stalled, a slow handling on a loaded machine,
+        does not rejoin past ``size``: each look that found every thread stalled at once
+        added ``size`` threads taking work, up to ``max_idle`` past it.)"""
+        said_blocks, worker.said_blocks = worker.said_blocks, False
         with self._lock:
             if self._owed and not self._closed.is_set():
                 self._owed -= 1
                 worker.replaced = False
                 self._working += 1
                 return True
-            if self._working < self.size and not self._closed.is_set():
-                worker.replaced = False
+            limit = self.size + self._pool.max_idle if said_blocks else self.size
+            if self._working < limit and not self._closed.is_set():
+                worker.replaced = False  # (past ``size``: it leaves once idle, ``_leaves``)
                 self._working += 1
                 return True
             return False
+
+    def _leaves(self, worker: _Worker) -> bool:
+        """``worker``, idle for ``LINGER_S``, leaves if more than ``size`` take work (counted
+        out here, under the lock: two leaving at once never leave fewer than ``size``)."""
+        with self._lock:
+            if self._working <= self.size:
+                return False
+            worker.replaced = True  # (not counted out again as it leaves ``_work``)
+            self._working -= 1
+            return True
 
     def _watching(self) -> None:
         """Every ``stall_s``, and when poked (``_pay`` found no parked thread): replacements
@@ -377,18 +419,17 @@ class Dispatcher:
 
     def blocking(self, worker: _Worker) -> None:
         """``worker``'s handling is about to block: it is counted as blocked at once, and
-        its replacement is owed, started (``_pay``) when work finds no thread waiting for it
+        (unless ``size`` others take work: threads back from a block, past ``size``) its
+        replacement is owed, started (``_pay``) when work finds no thread waiting for it
         (now, if work is in line already). Work that does not block after all (a sync function agent
         that returns at once) then costs no thread: the worker comes back to its place."""
         pay_nudge()  # what its turn left in line is taken by another meanwhile (handoff.py)
+        worker.said_blocks = True
         if worker.replaced:
             return
         with self._lock:  # (looked at again: the watch thread may have replaced it meanwhile)
-            if worker.replaced or self._closed.is_set():
+            if not self._replace(worker):
                 return
-            worker.replaced = True
-            self._working -= 1
-            self._owed += 1
         if not self._handoff.waiting and self._handoff.in_line:
             self._pay()
 
@@ -402,6 +443,7 @@ class Dispatcher:
             if self._owed:
                 self._owed -= 1
                 worker.replaced = False
+                worker.said_blocks = False  # (counted back in: no ``_rejoin`` to read it)
                 self._working += 1
 
     # ---- state -------------------------------------------------------------------------------
@@ -463,138 +505,3 @@ class Dispatcher:
         alive = self._pool.close(max(0.0, deadline - time.monotonic()))
         PACING.unregister(self)  # once its work in line is done: the stops it made counted
         return alive
-
-
-class PooledActor(pykka.Actor):
-    """A pykka actor whose messages are handled on a ``Dispatcher``'s threads.
-
-    Start it as any pykka actor, with a ``dispatcher=`` keyword (taken by ``start``, not passed
-    to ``__init__``): ``MyActor.start(..., dispatcher=d)``."""
-
-    throughput: ClassVar[int] = THROUGHPUT
-
-    actor_inbox: Mailbox
-
-    _dispatcher: Dispatcher
-
-    # Class defaults, not set by an ``__init__`` of its own: one that forwarded
-    # ``*args, **kwargs`` re-packed every start's keywords (an agent actor takes 14).
-    _loop_started: bool = False
-    _counted: bool = False
-
-    @classmethod
-    def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
-        """As ``pykka.Actor.start``, on ``dispatcher`` (a keyword it takes), without the
-        ``ActorRegistry`` (see the module doc)."""
-        dispatcher = kwargs.pop("dispatcher", None)
-        if not isinstance(dispatcher, Dispatcher):
-            raise TypeError(f"{cls.__name__}.start needs dispatcher=<a Dispatcher>")
-        obj = cls(*args, **kwargs)
-        obj._dispatcher = dispatcher  # (each key set before the class's next instance is made:
-        obj._loop_started = False  # CPython's shared keys, see ``AgentActor.__init__``)
-        obj.actor_inbox.bind(obj, dispatcher)
-        obj._counted = True
-        dispatcher._actor_started()
-        obj._start_actor_loop()
-        return obj.actor_ref
-
-    # ---- pykka's extension points ------------------------------------------------------------
-
-    @staticmethod
-    def _create_actor_inbox() -> ActorInbox:
-        return Mailbox()
-
-    @staticmethod
-    def _create_future() -> pykka.Future[Any]:
-        return LatchFuture()
-
-    def _start_actor_loop(self) -> None:
-        """No thread: the actor is put in line once, for ``on_start`` (and the messages sent
-        meanwhile); after that, whenever a message finds its mailbox idle."""
-        if self.actor_inbox.schedule():
-            try:
-                self._dispatcher.submit(self)
-            except (NoThread, InterpreterExiting) as refused:  # (not raised into the starter:
-                if type(refused) is NoThread:  # (exiting: logging can import nothing now)
-                    log.error("no thread to start an actor on", actor=str(self), exc_info=True)
-                self.actor_inbox.hand_back(refused)  # tries again; a put then hears why)
-
-    # ---- the loop, one drain at a time -------------------------------------------------------
-
-    def _handle_receive(self, message: Any) -> Any:
-        """As ``FastInboxActor._handle_receive``: pykka's messages told apart by one lookup."""
-        if type(message) in PYKKA_MESSAGES:
-            return super()._handle_receive(message)
-        return self.on_receive(message)
-
-    def _stop(self) -> None:
-        """pykka's ``Actor._stop`` without its ``ActorRegistry.unregister``: a pooled actor is
-        never registered (see the module doc), and the unregister searched the registry's
-        list under its lock, and it and ``_stop`` formatted a debug line each (logged or not) on
-        every stop."""
-        if self._counted:  # (``_uncount``, its two frames inlined: every run's stop)
-            self._counted = False
-            self._dispatcher._stops.add()
-        self.actor_stopped.set()
-        try:
-            self.on_stop()
-        except BaseException:  # (pykka: ``Exception``; a BaseException escaped the turn)
-            self._handle_failure(*sys.exc_info())
-
-    def _handle_failure(self, *exc_info: Any) -> None:
-        self._uncount()
-        super()._handle_failure(*exc_info)
-
-    def _uncount(self) -> None:
-        if self._counted:
-            self._counted = False
-            self._dispatcher._actor_stopped()
-
-    def _drain(self) -> None:
-        """Hand up to ``throughput`` messages to pykka's handling; then unschedule (the mailbox
-        is empty) or go to the back of the line, on one dispatcher thread at a time. A bare
-        message (``Mailbox.tell``, a mail delivered straight) goes to ``on_receive`` here."""
-        inbox = self.actor_inbox
-        line = inbox.line
-        went_on = False  # (a drain starts owing no nudge: ``Handoff.take`` paid it)
-        if not self._loop_started:
-            self._loop_started = went_on = True
-            try:  # (pykka's ``_actor_loop_setup``, without its frame; a BaseException too:
-                self.on_start()  # it stops this actor as an Exception does, the turn goes on)
-            except BaseException:
-                self._handle_failure(*sys.exc_info())
-        stopped: Any = self.actor_stopped  # (a LazyEvent or threading.Event: its ``_flag`` read)
-        for _ in range(self.throughput):
-            if stopped._flag:  # (no frame) closed if nothing came (most stops: no teardown)
-                if inbox.close_if_empty(self):
-                    return
-                self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
-                continue
-            if not line:  # (looked at, not popped: an empty pop raised)
-                if inbox.unschedule_if_empty():
-                    return
-                continue
-            item = line.popleft()  # (only this thread takes: it holds the actor's turn)
-            if went_on:  # the turn goes on: what the last handling left in line is taken
-                pay_nudge()  # by a parked thread meanwhile (handoff.py)
-            went_on = True
-            if type(item) is Envelope or type(item) in PYKKA_MESSAGES:
-                self._handle_envelope(item if type(item) is Envelope else Envelope(item))
-                continue
-            try:
-                self.on_receive(item)
-            except BaseException:
-                handling_failed(self, None)
-        self._dispatcher.submit(self)
-
-    def _handle_envelope(self, envelope: Envelope[Any]) -> None:
-        """pykka's loop body (``Actor._actor_loop_running``) for one message."""
-        try:
-            response = self._handle_receive(envelope.message)
-            if envelope.reply_to is not None:
-                envelope.reply_to.set(response)
-        except BaseException:  # (``turn_failures.py``: a BaseException stops this actor)
-            if envelope.reply_to is not None and isinstance(sys.exc_info()[1], Exception):
-                envelope.reply_to.set_exception()
-            else:
-                handling_failed(self, envelope.reply_to)

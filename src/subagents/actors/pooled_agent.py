@@ -14,7 +14,7 @@ starter told (``Effector._start``: the run fails, its supervisor decides the res
 from __future__ import annotations
 
 from subagents.actors.agent import AgentActor
-from subagents.actors.pooled import PooledActor
+from subagents.actors.pooled_actor import PooledActor
 from subagents.actors.threads import InterpreterExiting, NoThread
 
 
