@@ -15,6 +15,7 @@ from subagents.cluster.connect import ClusterError
 from subagents.definitions.errors import DefinitionError
 from subagents.messages import RunStatus
 from subagents.runtime import AdmissionError
+from subagents.store.memory import MemoryStore
 from subagents.supervision.limits import LimitError, Limits
 
 from .conftest import WAIT
@@ -106,6 +107,28 @@ def test_a_store_or_cluster_of_the_wrong_type_is_named_and_leaves_no_thread() ->
         Runtime({"echo": echo}, store=5)  # type: ignore[arg-type]
     with pytest.raises(ClusterError, match="cluster must be a Ray address or 'auto', got 5"):
         Runtime({"echo": echo}, cluster=5)  # type: ignore[arg-type]
+    assert set(threading.enumerate()) <= before
+
+
+class _OldShape:
+    """A store of one's own of the protocol's shape (no subclass), written before session
+    31's two methods: everything else a memory store's."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("ended_by_others", "ended_among"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_lacking_protocol_methods_is_named_before_anything_starts() -> None:
+    """A store without ``ended_by_others`` or ``ended_among`` would have failed the command
+    poll (an AttributeError, the runtime halted): refused at once, naming both, no thread."""
+    before = set(threading.enumerate())
+    with pytest.raises(TypeError, match="lacks the RunStore methods ended_among, ended_by_othe"):
+        Runtime({"echo": echo}, store=_OldShape())  # type: ignore[arg-type]
     assert set(threading.enumerate()) <= before
 
 

@@ -467,6 +467,12 @@ class RunStore(Protocol):
         ...
 
 
+PROTOCOL_METHODS = tuple(
+    name for name, member in vars(RunStore).items() if callable(member) and not name.startswith("_")
+)
+"""The names of the protocol's methods (a store given to a runtime is checked for each)."""
+
+
 def ended_in_records(store: RunStore, run_ids: Collection[str]) -> list[str]:
     """Those of ``run_ids`` whose record ``store`` keeps ended, their records read
     (``RunStore.ended_among``'s default). A damaged record (a row that does not read as
