@@ -5,6 +5,7 @@ a size cap naming the size and the cap, typed policy fields and tool names are c
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from subagents.cluster.connect import ClusterError
 from subagents.definitions.errors import DefinitionError
 from subagents.messages import RunStatus
 from subagents.runtime import AdmissionError
+from subagents.store.base import ended_in_records
 from subagents.store.memory import MemoryStore
 from subagents.supervision.limits import LimitError, Limits
 
@@ -130,6 +132,22 @@ def test_a_store_lacking_protocol_methods_is_named_before_anything_starts() -> N
     with pytest.raises(TypeError, match="lacks the RunStore methods ended_among, ended_by_othe"):
         Runtime({"echo": echo}, store=_OldShape())  # type: ignore[arg-type]
     assert set(threading.enumerate()) <= before
+
+
+class _Upgraded(_OldShape):
+    """The same store with the two methods docs/store.md says to add ("Upgrading a store of
+    one's own"): no subclass of ``RunStore``."""
+
+    def ended_by_others(self) -> list[str] | None:
+        return None
+
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        return ended_in_records(self, run_ids)  # type: ignore[arg-type]
+
+
+def test_a_store_of_ones_own_upgraded_as_the_docs_say_runs() -> None:
+    with Runtime({"echo": echo}, store=_Upgraded()) as rt:  # type: ignore[arg-type]
+        assert rt.spawn("echo", "x").result(timeout=WAIT).result == "x"
 
 
 @pytest.mark.parametrize(

@@ -246,6 +246,7 @@ def given_store(
                 f"store {type(store).__name__} lacks the RunStore methods {', '.join(lacking)}:"
                 " define them, or subclass subagents.store.base.RunStore, whose"
                 " ended_by_others and ended_among have defaults a subclass inherits"
+                " (docs/store.md, 'Upgrading a store of one's own')"
             )
         return store
     if address is not None:

@@ -245,8 +245,10 @@ class RunStore(Protocol):
         ends, then reads every held run, a round of ``ended_among``. A memory store names
         the ends saved through ``save_run`` (the runtime writes through its batches); a
         SQLite store says whether another connection committed (``PRAGMA data_version``:
-        empty if none, else None). The default, what a store of one's own inherits (and
-        PostgreSQL's, the cluster's): None, a round every poll (``ROUND_S`` at most)."""
+        empty if none, else None; an end saved through the very ``SQLiteStore`` object the
+        runtime holds, its connection, is not seen until another connection commits). The
+        default, what a store of one's own inherits (and PostgreSQL's, the cluster's):
+        None, a round every poll (``ROUND_S`` at most)."""
         return None
 
     def list_runs(
