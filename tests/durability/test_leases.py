@@ -5,6 +5,7 @@ test_crash_recovery and tests/cli/test_cli_leases.py for SIGKILL across processe
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ import pytest
 from polling import wait_until
 from subagents import AgentSpec, Runtime, ScriptedModel, SQLiteStore
 from subagents.messages import Lease, RunRecord, RunStatus
+from subagents.store import lease_fences
 from subagents.store.leases import (
     Liveness,
     alive,
@@ -205,6 +207,38 @@ def test_runs_of_a_lapsed_lease_are_taken_over_and_that_lease_released(tmp_path:
         assert rt.attach(run_id).result(timeout=60).result == "quick t"
         assert store.get_run(run_id).owner == rt.owner  # type: ignore[union-attr]
     store.close()
+
+
+def test_a_crashed_runtimes_fence_view_is_dropped_at_the_next_start(tmp_path: Path) -> None:
+    """A runtime that crashed holding its lease with no run to take over: its lapsed
+    lease's fence view (SQLite v17) is dropped when the next runtime starts, which runs
+    and closes as ever; the lease row stays (its owner named, lapsed) for `subagents stop`."""
+    db = tmp_path / "runs.db"
+    owner = "far-host:4242:abcd"
+    lapsed = Lease(owner=owner, host="far-host", pid=4242, machine="another machine",
+                   renewed_at=time.time() - 60, expires_at=time.time() - 45)  # fmt: skip
+    with SQLiteStore(db) as crashed:
+        crashed_epoch = crashed.acquire_lease(lapsed)
+    assert _fence_views(db) == {lease_fences.view_of(crashed_epoch)}
+    store = SQLiteStore(db)
+    with Runtime(QUICK_AGENTS, model=QUICK, store=store) as rt:
+        assert rt.restore_report.taken_from == []
+        (mine,) = [lease.epoch for lease in store.leases() if lease.owner == rt.owner]
+        assert mine is not None
+        assert _fence_views(db) == {lease_fences.view_of(mine)}
+        assert rt.spawn("quick", "t").result(timeout=60).result == "quick t"
+    assert _fence_views(db) == set()
+    assert [lease.owner for lease in store.leases()] == [owner]
+    store.close()
+
+
+def _fence_views(db: Path) -> set[str]:
+    conn = sqlite3.connect(db)
+    try:
+        found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall()
+    finally:
+        conn.close()
+    return {str(name) for (name,) in found if str(name).startswith(lease_fences.PREFIX)}
 
 
 def test_runs_of_a_live_lease_elsewhere_are_left_alone_until_it_lapses(tmp_path: Path) -> None:

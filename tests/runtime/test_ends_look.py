@@ -1,15 +1,19 @@
 """Which held runs the command poll reads for an end another writer wrote
-(``actors.ends_elsewhere.EndsLook``), decided without a thread or a store; and the SQLite
-store's word on whether another connection wrote (``written_elsewhere``)."""
+(``supervision.ends_look.EndsLook``), decided without a thread or a store; and the stores'
+word on other writers (``RunStore.ended_by_others``) and their ended ids (``ended_among``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from subagents.actors.ends_elsewhere import GAP_S, RATE, ROUND_S, EndsLook
+import two_handles
 from subagents.messages import RunRecord, RunStatus
-from subagents.store.base import READ_SLICE
+from subagents.store.base import READ_SLICE, RunStore
 from subagents.store.sqlite import SQLiteStore
+from subagents.supervision.ends_look import GAP_S, RATE, ROUND_S, EndsLook
+from two_handles import end_elsewhere
+
+stores = two_handles.stores
 
 
 def _rounds(look: EndsLook, held: list[str], start: float, step: float, written: bool) -> list[str]:
@@ -89,21 +93,51 @@ def test_a_write_during_a_round_reads_every_run_again_after_it() -> None:
     assert set(first) <= set(rest), "the runs read before the write were not read again"
 
 
+def test_the_stores_word_decides_what_is_read() -> None:
+    """``to_read``: nobody else wrote (empty), nothing; the ends others made, those alone
+    (beside a share of a round under way); the store cannot tell (None), a round."""
+    look = EndsLook()
+    held = ["a", "b", "c"]
+    assert look.to_read(held, 0.0, []) == []
+    assert look.to_read(held, 1.0, ["b"]) == ["b"]
+    assert sorted(look.to_read(held, 2.0, None)) == held
+    assert look.to_read(held, 3.0, []) == []
+
+
+def test_an_end_by_another_handle_is_never_left_out(stores: tuple[RunStore, RunStore]) -> None:
+    """``ended_by_others`` on every store with another writer (memory: the program's own
+    ``save_run``; SQLite, PostgreSQL: a second connection): after the stranger's end, the
+    runtime's handle names it or cannot tell (None), never says nobody ended it; before
+    it, a store that can tell (memory, SQLite) says nobody wrote (empty: nothing read)."""
+    mine, other = stores
+    mine.save_run(RunRecord(run_id="a", root_run_id="a", agent="x", task="t"))
+    mine.ended_by_others()  # (the first look: whatever it says)
+    quiet = mine.ended_by_others()
+    assert quiet == [] or (quiet is None and type(mine).__name__ == "PostgresStore"), quiet
+    record = mine.get_run("a")
+    assert record is not None
+    end_elsewhere(other, record)
+    news = mine.ended_by_others()
+    assert news is None or news == ["a"], news
+    assert mine.ended_among(["a"]) == ["a"]
+
+
 def test_sqlite_says_when_another_connection_wrote(tmp_path: Path) -> None:
-    """``PRAGMA data_version``: this connection's own commits leave it; another's move it."""
+    """``PRAGMA data_version``: this connection's own commits leave it; another's move it
+    (``ended_by_others``: None, it cannot tell which; empty, nobody else wrote)."""
     path = tmp_path / "runs.db"
     with SQLiteStore(path) as store, SQLiteStore(path) as other:
-        assert store.written_elsewhere()  # (the first look: not known)
-        assert not store.written_elsewhere()
+        assert store.ended_by_others() is None  # (the first look: not known)
+        assert store.ended_by_others() == []
         store.save_run(
             RunRecord(run_id="a", root_run_id="a", agent="x", task="t", status=RunStatus.QUEUED)
         )
-        assert not store.written_elsewhere()
+        assert store.ended_by_others() == []
         other.save_run(
             RunRecord(run_id="b", root_run_id="b", agent="x", task="t", status=RunStatus.QUEUED)
         )
-        assert store.written_elsewhere()
-        assert not store.written_elsewhere()
+        assert store.ended_by_others() is None
+        assert store.ended_by_others() == []
 
 
 ENDED = (0, 7, 499, 500, 999, 1199)
@@ -147,7 +181,7 @@ def test_postgres_names_the_ended_among_ids(pg_url: str) -> None:
 
 
 def test_a_memory_store_keeps_the_ends_saved_through_save_run() -> None:
-    """``MemoryStore.ends_log``: the ends saved through ``save_run`` since the last take
+    """``MemoryStore.ended_by_others``: the ends saved through ``save_run`` since the last take
     (not a live save, not the runtime's batch writes); past ``ENDS_KEPT``, None."""
     from subagents.store import ends_log, memory
     from subagents.store.writes import SaveRun, write_all
@@ -164,21 +198,21 @@ def test_a_memory_store_keeps_the_ends_saved_through_save_run() -> None:
     store.save_run(record("a", RunStatus.WAITING))
     store.save_run(record("b", RunStatus.CANCELLED))
     write_all(store, [SaveRun(record("c", RunStatus.COMPLETED))])  # (the runtime's way)
-    assert store.ends_log.take() == ["b"]
-    assert store.ends_log.take() == []
+    assert store.ended_by_others() == ["b"]
+    assert store.ended_by_others() == []
     for i in range(ends_log.ENDS_KEPT + 1):
         store.save_run(record(f"r{i}", RunStatus.FAILED))
-    assert store.ends_log.take() is None
+    assert store.ended_by_others() is None
     store.save_run(record("d", RunStatus.FAILED))
-    assert store.ends_log.take() == ["d"]
+    assert store.ended_by_others() == ["d"]
 
 
 def test_a_damaged_record_is_skipped_by_a_look_that_reads_records(tmp_path: Path) -> None:
-    """``ends_elsewhere._ended`` (the look of a store with no ``ended_among``: a cluster's,
-    a memory store's): a held run's record that does not read is skipped, the others read
-    one by one (the durability test's SQLite store answers by ids, decoding nothing)."""
+    """``store.base.ended_in_records`` (``RunStore.ended_among``'s default, a store of
+    one's own's): a held run's record that does not read is skipped, the others read one
+    by one (the durability test's SQLite store answers by ids, decoding nothing)."""
     from damaged_rows import damage_run
-    from subagents.actors.ends_elsewhere import _ended
+    from subagents.store.base import ended_in_records as _ended
 
     path = tmp_path / "runs.db"
     with SQLiteStore(path) as store:

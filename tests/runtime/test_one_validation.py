@@ -5,6 +5,7 @@ a size cap naming the size and the cap, typed policy fields and tool names are c
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from subagents.cluster.connect import ClusterError
 from subagents.definitions.errors import DefinitionError
 from subagents.messages import RunStatus
 from subagents.runtime import AdmissionError
+from subagents.store.base import ended_in_records
+from subagents.store.memory import MemoryStore
 from subagents.supervision.limits import LimitError, Limits
 
 from .conftest import WAIT
@@ -107,6 +110,44 @@ def test_a_store_or_cluster_of_the_wrong_type_is_named_and_leaves_no_thread() ->
     with pytest.raises(ClusterError, match="cluster must be a Ray address or 'auto', got 5"):
         Runtime({"echo": echo}, cluster=5)  # type: ignore[arg-type]
     assert set(threading.enumerate()) <= before
+
+
+class _OldShape:
+    """A store of one's own of the protocol's shape (no subclass), written before session
+    31's two methods: everything else a memory store's."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("ended_by_others", "ended_among"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_lacking_protocol_methods_is_named_before_anything_starts() -> None:
+    """A store without ``ended_by_others`` or ``ended_among`` would have failed the command
+    poll (an AttributeError, the runtime halted): refused at once, naming both, no thread."""
+    before = set(threading.enumerate())
+    with pytest.raises(TypeError, match="lacks the RunStore methods ended_among, ended_by_othe"):
+        Runtime({"echo": echo}, store=_OldShape())  # type: ignore[arg-type]
+    assert set(threading.enumerate()) <= before
+
+
+class _Upgraded(_OldShape):
+    """The same store with the two methods docs/store.md says to add ("Upgrading a store of
+    one's own"): no subclass of ``RunStore``."""
+
+    def ended_by_others(self) -> list[str] | None:
+        return None
+
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        return ended_in_records(self, run_ids)  # type: ignore[arg-type]
+
+
+def test_a_store_of_ones_own_upgraded_as_the_docs_say_runs() -> None:
+    with Runtime({"echo": echo}, store=_Upgraded()) as rt:  # type: ignore[arg-type]
+        assert rt.spawn("echo", "x").result(timeout=WAIT).result == "x"
 
 
 @pytest.mark.parametrize(

@@ -205,3 +205,74 @@ def test_a_file_set_back_and_upgraded_again_keeps_its_guards_and_held_views(
         assert lease_fences.view_of(epoch) in _views(path)
         writer.record_mails([mail("m2", "s", "o")], None, AttemptFence("s"))
         assert [m.mail_id for m in store.mail_for("s")] == ["m1", "m2"]
+
+
+def test_a_taking_drops_the_views_of_the_leases_lapsed_by_then(sqlite_store: SQLiteStore) -> None:
+    """A runtime that crashed holding its lease, whose runs nobody took over, left its view;
+    the next taking (a later runtime's start) drops it in its own transaction, and keeps a
+    live lease's. The lapsed lease's row stays; its owner, had it only stalled, writes on
+    (its one statement finds no view: the statements read its lease), and is fenced once
+    its lease is ended (its takeover)."""
+    path = sqlite_store.path
+    live = msgspec.structs.replace(LEASE, owner="live:2:b", renewed_at=100.0, expires_at=200.0)
+    crashed = msgspec.structs.replace(LEASE, owner="gone:3:c", renewed_at=1.0, expires_at=16.0)
+    live_epoch = sqlite_store.acquire_lease(live)
+    stalled = FencedStore(sqlite_store, Fence(crashed.owner, sqlite_store.acquire_lease(crashed)))
+    assert stalled.fence is not None
+    crashed_view = lease_fences.view_of(stalled.fence.epoch)
+    assert _views(path) == {lease_fences.view_of(live_epoch), crashed_view}
+    later = msgspec.structs.replace(LEASE, owner="later:4:d", renewed_at=150.0, expires_at=165.0)
+    later_epoch = sqlite_store.acquire_lease(later)
+    assert _views(path) == {lease_fences.view_of(live_epoch), lease_fences.view_of(later_epoch)}
+    assert {lease.owner for lease in sqlite_store.leases()} == {
+        live.owner,
+        crashed.owner,
+        later.owner,
+    }
+    stalled.save_run(run("s", status=RunStatus.RUNNING))
+    stalled.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+    with sqlite_store.batch():  # (a takeover's release)
+        sqlite_store.release_lease(crashed.owner)
+    with pytest.raises(Fenced, match="no longer held"):
+        stalled.record_mails([mail("m2", "s", "o")], None, AttemptFence("s"))
+    assert [m.mail_id for m in sqlite_store.mail_for("s")] == ["m1"]
+
+
+def test_a_stalled_owner_waking_after_its_view_was_dropped_writes_until_its_runs_are_taken(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """Two handles on one file: the stalled runtime's (its sender's statement compiled and
+    cached while its view stood) and another runtime's, whose start drops the stalled
+    lease's view (lapsed by then). Woken, the stalled one writes on while nobody took its
+    lease (its mail by the statements, its supervisor's batch, its renewal), and once the
+    other takes its runs (the takeover's release) every write of it is refused, nothing
+    of it kept. Its renewal makes its view again (its one statement per mail again)."""
+    stalled = fenced(sqlite_store)
+    assert stalled.fence is not None
+    stalled.save_run(run("s", status=RunStatus.RUNNING))
+    stalled.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))  # (compiled, cached)
+    view = lease_fences.view_of(stalled.fence.epoch)
+    with SQLiteStore(sqlite_store.path) as other:
+        later = msgspec.structs.replace(LEASE, owner="h:2:b", renewed_at=100.0, expires_at=115.0)
+        other.acquire_lease(later)
+        assert view not in _views(sqlite_store.path)
+        stalled.record_mails([mail("m2", "s", "o")], None, AttemptFence("s"))
+        stalled.save_run(run("s", status=RunStatus.WAITING))
+        woken = msgspec.structs.replace(
+            LEASE, epoch=stalled.fence.epoch, renewed_at=101.0, expires_at=116.0
+        )
+        assert sqlite_store.renew_lease(woken)
+        assert view in _views(sqlite_store.path)  # (made again: its one statement again)
+        with traced(sqlite_store) as statements:
+            stalled.record_mails([mail("m3", "s", "o")], None, AttemptFence("s"))
+        assert len(statements) == 1 and view in statements[0]
+        with other.batch():  # (a takeover's release, by the other runtime's connection)
+            other.release_lease(LEASE.owner)
+        with pytest.raises(Fenced, match="no longer held"):
+            stalled.record_mails([mail("m4", "s", "o")], None, AttemptFence("s"))
+        with pytest.raises(Fenced, match="no longer held"):
+            stalled.save_run(run("s", status=RunStatus.RUNNING))
+        assert not sqlite_store.renew_lease(woken)
+        assert [m.mail_id for m in other.mail_for("s")] == ["m1", "m2", "m3"]
+        kept = other.get_run("s")
+        assert kept is not None and kept.status is RunStatus.WAITING

@@ -615,3 +615,31 @@ def test_a_batch_that_raises_puts_back_what_its_writes_replaced(
     write_all(store, batch[:-1])  # the store goes on taking writes
     assert [e.data for e in store.events("r1")] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert store.last_event_seq() == 4
+
+
+def test_ended_among_names_the_ended_ids_alone(store: RunStore) -> None:
+    """``ended_among``: those of the ids kept ended, nothing of a live run or of an id not
+    kept; inside a batch, as the batch's own writes left them. The protocol's default (what
+    a store of one's own inherits: the records read) answers the same on every store."""
+    store.save_run(run("live", status=RunStatus.WAITING))
+    store.save_run(run("done", status=RunStatus.COMPLETED, ended_at=2.0))
+    store.save_run(run("gone", status=RunStatus.CANCELLED, ended_at=2.0))
+    ids = ["live", "done", "missing", "gone"]
+    assert sorted(store.ended_among(ids)) == ["done", "gone"]
+    assert sorted(RunStore.ended_among(store, ids)) == ["done", "gone"]
+    assert store.ended_among([]) == []
+    with store.batch():
+        store.save_run(run("live", status=RunStatus.FAILED, ended_at=3.0))
+        assert store.ended_among(["live"]) == ["live"]
+    assert sorted(store.ended_among(ids)) == ["done", "gone", "live"]
+
+
+def test_ended_by_others_names_no_run_nobody_ended(store: RunStore) -> None:
+    """``ended_by_others``: with no end written since it last said, it names no run (empty,
+    or None: it cannot tell); the protocol's default, a store of one's own's, cannot tell.
+    (That an end by another writer is never left out: tests/runtime/test_ends_look.py.)"""
+    store.save_run(run("a", status=RunStatus.WAITING))
+    store.ended_by_others()  # (the first look: whatever it says)
+    store.save_run(run("a", status=RunStatus.RUNNING))
+    assert store.ended_by_others() in (None, [])
+    assert RunStore.ended_by_others(store) is None

@@ -112,7 +112,8 @@ def test_no_store_restates_the_protocol_docstrings(store: type[Any]) -> None:
 
 def test_the_cluster_serves_every_method_of_the_protocol() -> None:
     """Every call a client may make of the head's store is named as a read, a write held
-    in a batch, or a write that answers at once; the rest are the client's own."""
+    in a batch, or a write that answers at once; the rest are the client's own
+    (``ended_by_others``: what the client itself can tell of other writers, nothing)."""
     served = READS | WRITES | ANSWERING_WRITES
-    assert set(PROTOCOL) - served == {"batch", "close", "mail_recording"}
+    assert set(PROTOCOL) - served == {"batch", "close", "mail_recording", "ended_by_others"}
     assert served <= set(PROTOCOL)

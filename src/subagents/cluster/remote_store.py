@@ -232,6 +232,14 @@ class ClusterStore(RunStore):
         result: dict[str, RunRecord] = self._read("get_runs", list(run_ids))
         return result
 
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        """(The head's store answers with the ids alone: no record sent.)"""
+        result: list[str] = self._read("ended_among", list(run_ids))
+        return result
+
+    def ended_by_others(self) -> list[str] | None:
+        return None  # (the other nodes' and processes' writes are not seen: a round a poll)
+
     def list_runs(
         self,
         *,

@@ -33,7 +33,7 @@ import msgspec
 
 from subagents.store.base import DamagedRow, RunStore, StoreError
 
-PROTOCOL = 3
+PROTOCOL = 4
 """The version of what a ``ClusterStore`` and a ``StoreService`` say to each other (the calls
 and what they answer: a new read such as ``get_runs``, the damaged rows' data growing a
 field): raised whenever either changes shape. A client refuses a service of another version
@@ -45,9 +45,10 @@ A service of before session 27 has none (the head's ``protocol`` is missing).
 And the head refuses a caller of another version (``caller_protocol``): every call a process
 makes to the head (its store's, a node's registration) says the caller's version, as its
 last argument. A process of before session 27 checks nothing and says nothing: a newer head
-served it (session 27), and it misread what it was answered. 3 (session 30): the link
-between the driver and its node hosts carries msgpack frames (``cluster/wire.py``) and a
-node's lease question (``LeaseLeft``): a node host of session 29 cannot read them, and is
+served it (session 27), and it misread what it was answered. 4 (session 31): a new read,
+``ended_among`` (the ends look's: the ended ids alone, no record sent); 3 (session 30): the
+link between the driver and its node hosts carries msgpack frames (``cluster/wire.py``) and
+a node's lease question (``LeaseLeft``): a node host of session 29 cannot read them, and is
 refused at its registration instead of hanging silent; 2 (session 28): every call says
 it; 1 (session 27): the client checked the head's; none before."""
 
@@ -131,6 +132,7 @@ READS = frozenset(
     {
         "get_run",
         "get_runs",
+        "ended_among",
         "list_runs",
         "events",
         "events_after",

@@ -44,7 +44,7 @@ from subagents.runtime._store_reach import (
     servers_start_commands,
     starts_processes,
 )
-from subagents.store.base import RunStore
+from subagents.store.base import PROTOCOL_METHODS, RunStore
 from subagents.store.locations import is_database_url, store_location
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import SupervisorCore
@@ -239,6 +239,14 @@ def given_store(
             raise TypeError(
                 "store must be a RunStore, a postgresql:// URL or a SQLite file's path,"
                 f" got {type(store).__name__}"
+            )
+        lacking = [name for name in PROTOCOL_METHODS if not callable(getattr(store, name, None))]
+        if lacking:  # (a store of one's own of the protocol's shape, written before them)
+            raise TypeError(
+                f"store {type(store).__name__} lacks the RunStore methods {', '.join(lacking)}:"
+                " define them, or subclass subagents.store.base.RunStore, whose"
+                " ended_by_others and ended_among have defaults a subclass inherits"
+                " (docs/store.md, 'Upgrading a store of one's own')"
             )
         return store
     if address is not None:

@@ -16,11 +16,14 @@ from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
+from subagents.logs import get_logger
 from subagents.messages import (
+    COMMAND_KINDS,
     ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
+    CommandKind,
     Event,
     JournalEntry,
     Lease,
@@ -33,6 +36,8 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
+
+log = get_logger("subagents.store")
 
 
 class MailRecording(enum.StrEnum):
@@ -146,6 +151,15 @@ class DamagedRow(StoreError):
         )
 
 
+def command_kind(kind: str) -> CommandKind:
+    """``kind`` if it is a command's (``post_command``), else ``ValueError`` naming it."""
+    if kind not in COMMAND_KINDS:
+        raise ValueError(
+            f"unknown command kind {kind!r}: expected one of {', '.join(COMMAND_KINDS)}"
+        )
+    return kind
+
+
 class StoreBusy(StoreError):
     """Another connection held the store's write lock longer than this one waits (SQLite's
     ``busy_timeout``): a long transaction, or a host stopped or hung inside one (SIGSTOP, a
@@ -212,6 +226,30 @@ class RunStore(Protocol):
         (a recovery checking thousands of runs: ``actors.owed``), not one each. A caller
         with very many ids reads them a slice at a time (``READ_SLICE``)."""
         ...
+
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        """Those of ``run_ids`` the store keeps ended (a terminal status): how the runtime's
+        look at the runs it holds finds the ones another writer ended (``actors.ends_elsewhere``:
+        every held run once a round, ``READ_SLICE`` ids a call). A store may answer from the
+        ids and statuses alone (SQLite, PostgreSQL, the cluster's head: no record sent or
+        decoded). The default, what a store of one's own inherits: the records read
+        (``get_runs``), a damaged one skipped and named in the log, the rest read one by one
+        (``ended_in_records``): a look at ends halts nothing for a row it cannot read."""
+        return ended_in_records(self, run_ids)
+
+    def ended_by_others(self) -> list[str] | None:
+        """The runs another writer (another connection or process, the program holding the
+        store) ended since this was last asked, as far as the store can tell: their ids
+        (empty: nobody else wrote, so none), or None when it cannot tell which (another
+        writer may have written): its one caller, the runtime's look at its held runs'
+        ends, then reads every held run, a round of ``ended_among``. A memory store names
+        the ends saved through ``save_run`` (the runtime writes through its batches); a
+        SQLite store says whether another connection committed (``PRAGMA data_version``:
+        empty if none, else None; an end saved through the very ``SQLiteStore`` object the
+        runtime holds, its connection, is not seen until another connection commits). The
+        default, what a store of one's own inherits (and PostgreSQL's, the cluster's):
+        None, a round every poll (``ROUND_S`` at most)."""
+        return None
 
     def list_runs(
         self,
@@ -429,3 +467,31 @@ class RunStore(Protocol):
     def close(self) -> None:
         """Done with the store. Idempotent."""
         ...
+
+
+PROTOCOL_METHODS = tuple(
+    name for name, member in vars(RunStore).items() if callable(member) and not name.startswith("_")
+)
+"""The names of the protocol's methods (a store given to a runtime is checked for each)."""
+
+
+def ended_in_records(store: RunStore, run_ids: Collection[str]) -> list[str]:
+    """Those of ``run_ids`` whose record ``store`` keeps ended, their records read
+    (``RunStore.ended_among``'s default). A damaged record (a row that does not read as
+    one) is skipped, named in the log, and the rest read one by one: a look at ends stops
+    no run and halts no runtime for a row it cannot read."""
+    try:
+        stored = store.get_runs(run_ids)
+    except DamagedRow:
+        stored = {}
+        for run_id in run_ids:
+            try:
+                record = store.get_run(run_id)
+            except DamagedRow as exc:
+                log.warning(
+                    "a held run's record cannot be read: its end not looked at", error=str(exc)
+                )
+                continue
+            if record is not None:
+                stored[run_id] = record
+    return [r for r, record in stored.items() if record.status.terminal]

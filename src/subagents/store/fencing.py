@@ -355,6 +355,12 @@ class FencedStore:
             statuses=statuses, root_run_id=root_run_id, agent=agent, limit=limit
         )
 
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        return self.store.ended_among(run_ids)
+
+    def ended_by_others(self) -> list[str] | None:
+        return self.store.ended_by_others()
+
     def events(self, run_id: str) -> list[Event]:
         return self.store.events(run_id)
 

@@ -16,7 +16,6 @@ from typing import Any, cast
 import msgspec
 
 from subagents.messages import (
-    COMMAND_KINDS,
     ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
@@ -40,6 +39,7 @@ from subagents.store.base import (
     Fenced,
     MailRecording,
     RunStore,
+    command_kind,
     fenced_message,
     second_end,
 )
@@ -92,7 +92,7 @@ class MemoryStore(RunStore):
         self._epochs = itertools.count(1)
         self._approvals: dict[str, ApprovalRecord] = {}
         self._previews: dict[str, Preview] = {}
-        self.ends_log = EndsLog()  # (another writer's ends: ``actors.ends_elsewhere``)
+        self._ends_log = EndsLog()  # (the ends saved through ``save_run``)
 
     _direct = True
     """Whether ``_apply_batch`` keeps a run's record, events, outcome, mail, mail states
@@ -212,7 +212,7 @@ class MemoryStore(RunStore):
             if kept is not None and kept.status.terminal:
                 _refuse_second_end(kept, record)
             self._runs[record.run_id] = record
-            self.ends_log.saved(record)
+            self._ends_log.saved(record)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
@@ -222,6 +222,12 @@ class MemoryStore(RunStore):
         runs = self._runs
         with self._lock:
             return {r: runs[r] for r in run_ids if r in runs}
+
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        return [r for r, record in self.get_runs(run_ids).items() if record.status.terminal]
+
+    def ended_by_others(self) -> list[str] | None:
+        return self._ends_log.take()  # (the ends saved through ``save_run``: ``EndsLog``)
 
     def list_runs(
         self,
@@ -360,12 +366,9 @@ class MemoryStore(RunStore):
             return [o for o, delivered in self._outcomes.values() if not delivered]
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        kind = command_kind(kind)
         with self._lock:
             command_id = next(self._command_ids)
-            if kind not in COMMAND_KINDS:
-                raise ValueError(
-                    f"unknown command kind {kind!r}: expected one of {', '.join(COMMAND_KINDS)}"
-                )
             self._commands.append(
                 Command(command_id=command_id, kind=kind, run_id=run_id, content=content)
             )
@@ -388,7 +391,7 @@ class MemoryStore(RunStore):
         with self._lock:
             kept = self._approvals.setdefault(approval.approval_id, approval)
             if not kept.pending:  # asked again (a restart): its answer is posted again
-                self._post_answer(kept)
+                self.post_command("approval", kept.run_id, answer_command(kept))
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         with self._lock:
@@ -429,11 +432,8 @@ class MemoryStore(RunStore):
             assert approval is not None
             done = answered(approval, allow, answer, remember, time.time())
             self._approvals[approval_id] = done
-            self._post_answer(done)
+            self.post_command("approval", done.run_id, answer_command(done))
             return done
-
-    def _post_answer(self, approval: ApprovalRecord) -> None:
-        self.post_command("approval", approval.run_id, answer_command(approval))
 
     def acquire_lease(self, lease: Lease) -> int:
         with self._lock:

@@ -85,6 +85,30 @@ across every runtime sharing the database (SQLite's file lock does as much for a
 writes); the lock is taken with the writes, in the commit's round trip."""
 
 
+def _schema(tx: PgTransactions, create: bool) -> tuple[int | None, int]:
+    """The database of ``tx`` made ready as a store (its schema created or upgraded; the
+    transactions closed if it cannot be): the schema versions (found, now)."""
+    where = tx.where
+    with tx.lock:
+        conn = tx.connection()
+        try:
+            found, version = upgrade(conn, where, create)
+        except StoreError:
+            tx.close()
+            raise
+        except Exception as exc:
+            tx.close()
+            raise StoreError(f"{where}: creating or upgrading the schema: {exc}") from exc
+    if found != version:
+        log.info(
+            "store.upgraded" if found else "store.created",
+            url=where,
+            from_version=found,
+            to_version=version,
+        )
+    return found, version
+
+
 class PostgresStore(RunStore):
     """The RunStore protocol on PostgreSQL (see the module docstring for the promises).
 
@@ -99,23 +123,7 @@ class PostgresStore(RunStore):
         self.url = url
         self._tx = PgTransactions(url)
         self.where = self._tx.where
-        with self._tx.lock:
-            conn = self._tx.connection()
-            try:
-                self.found_version, self.schema_version = upgrade(conn, self.where, create)
-            except StoreError:
-                self._tx.close()
-                raise
-            except Exception as exc:
-                self._tx.close()
-                raise StoreError(f"{self.where}: creating or upgrading the schema: {exc}") from exc
-        if self.found_version != self.schema_version:
-            log.info(
-                "store.upgraded" if self.found_version else "store.created",
-                url=self.where,
-                from_version=self.found_version,
-                to_version=self.schema_version,
-            )
+        self.found_version, self.schema_version = _schema(self._tx, create)
         self.path = local_folder(url) / "store"
         """No file: a name in this machine's state directory whose folder keeps what is kept
         beside a SQLite file (the last ``ps`` listing, detached hosts' logs)."""
@@ -177,14 +185,16 @@ class PostgresStore(RunStore):
         return {run_id: self._tx.decode(_run_decoder, raw, "runs", run_id) for run_id, raw in rows}
 
     def ended_among(self, run_ids: Collection[str]) -> list[str]:
-        """Those of ``run_ids`` the store keeps ended: their ids alone, no record read or
-        decoded (``actors.ends_elsewhere``: a look at every held run each round)."""
+        """(Their ids alone, by the ``status`` column: no record sent or decoded.)"""
         rows = self._tx.read(
             "SELECT run_id FROM runs WHERE run_id = ANY(%s) AND status = ANY(%s)",
             (list(run_ids), _TERMINAL),
             f"reading which of {len(run_ids)} runs ended",
         )
         return [row[0] for row in rows]
+
+    def ended_by_others(self) -> list[str] | None:
+        return None  # (another runtime's commits are not seen here: a round every poll)
 
     def list_runs(
         self,

@@ -32,9 +32,10 @@ from typing import Any
 
 import msgspec
 
-from subagents.messages import COMMAND_KINDS, Command, Lease
-from subagents.store.base import Fenced, fenced_message
+from subagents.messages import Command, Lease
+from subagents.store.base import Fenced, command_kind, fenced_message
 from subagents.store.leases import alive
+from subagents.store.lone_surrogates import refused
 from subagents.store.postgres_tx import PgTransactions
 from subagents.store.sqlite_tx import encode_row
 
@@ -44,7 +45,12 @@ _content = msgspec.json.Decoder(str)
 
 def _encoded(content: str | None) -> str | None:
     """A command's text as a JSON string: PostgreSQL's text cannot hold NUL, a mail may."""
-    return None if content is None else msgspec.json.encode(content).decode()
+    if content is None:
+        return None
+    try:
+        return msgspec.json.encode(content).decode()
+    except UnicodeEncodeError as exc:  # (refused by name, at the call)
+        raise refused(exc, "posting a command") from exc
 
 
 def _decoded(raw: str | None) -> str | None:
@@ -78,10 +84,7 @@ class PgProcessRows:
         self.tx = tx
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
-        if kind not in COMMAND_KINDS:
-            raise ValueError(
-                f"unknown command kind {kind!r}: expected one of {', '.join(COMMAND_KINDS)}"
-            )
+        command_kind(kind)
         doing = f"posting a {kind} command for run {run_id}"
         with self.tx.writing():
             return post_in(self.tx, kind, run_id, content, doing)

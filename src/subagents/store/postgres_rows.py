@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import Checkpoint, CheckpointDelta, JournalEntry, Mail, MailState
+from subagents.store.lone_surrogates import refused
 from subagents.store.postgres_tx import PgTransactions
 from subagents.store.sqlite_tx import encode_row
 
@@ -148,10 +149,13 @@ class PgResumeRows:
     def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         if not entries:
             return
+        doing = f"appending to the journal of run {run_id}"
+        try:
+            text = msgspec.json.encode(list(entries)).decode("utf-8")
+        except UnicodeEncodeError as exc:  # (an entry's text: refused by name, at the call)
+            raise refused(exc, doing) from exc
         self.tx.defer(
-            "INSERT INTO journal (run_id, entries) VALUES (%s, %s)",
-            (run_id, msgspec.json.encode(list(entries)).decode("utf-8")),
-            f"appending to the journal of run {run_id}",
+            "INSERT INTO journal (run_id, entries) VALUES (%s, %s)", (run_id, text), doing
         )
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:

@@ -44,6 +44,7 @@ from subagents.logs import get_logger
 from subagents.store.base import AlreadyEnded, DamagedRow, StoreError, UnsureWrite
 from subagents.store.errors import OLDER_PROCESS_STOP
 from subagents.store.locations import redacted
+from subagents.store.lone_surrogates import escaped, refused
 from subagents.store.postgres_schema import SCHEMA, SECOND_END
 
 log = get_logger("subagents.store")
@@ -358,6 +359,10 @@ class PgTransactions:
                 first if count <= 1 else f"{first} (or one of the {count - 1} writes sent with it)"
             )
             raise PgFailedWrite(doing, exc) from exc
+        except Exception as exc:  # not the server's: a held value psycopg could not send (a
+            # text UTF-8 cannot encode): the batch fails as for a failed write, rolled back
+            # (it went out as the raw error, the transaction left open on the connection)
+            raise StoreError(escaped(f"{self.where}: sending a batch's writes: {exc!r}")) from exc
 
     def _begun_on(self) -> psycopg.Connection[Any]:
         """The connection the open transaction began on, while the server has not ended it
@@ -386,6 +391,9 @@ class PgTransactions:
             error = translate(exc.error, self.where, exc.doing)
             self._failed, self._doomed = error, True
             raise error from exc.error
+        except StoreError as exc:  # (not the server's: ``_flush``)
+            self._failed, self._doomed = exc, True
+            raise
 
     def defer(self, sql: str, params: PgParams, doing: str) -> None:
         """A write whose result nobody needs: held until the open batch sends it; outside a
@@ -447,6 +455,8 @@ class PgTransactions:
                 return conn.execute(sql, params).fetchall()
             except psycopg.Error as exc:
                 raise translate(exc, self.where, doing) from exc
+            except UnicodeEncodeError as exc:  # (a parameter: encoded before it is sent)
+                raise refused(exc, doing) from exc
 
     def _now(self, sql: str, params: PgParams, doing: str) -> tuple[list[Any], int]:
         """A statement of the open batch, after what it holds: a batch's first statement
@@ -473,6 +483,13 @@ class PgTransactions:
             error = translate(exc, self.where, doing)
             self._failed = error
             raise error from exc
+        except UnicodeEncodeError as exc:  # (a parameter, encoded before it is sent)
+            if begin:  # (sent in a pipeline behind its BEGIN: the batch doomed all the same)
+                self._failed, self._doomed = (
+                    StoreError(escaped(f"{self.where}: {doing}: {exc}")),
+                    True,
+                )
+            raise refused(exc, doing) from exc
 
     def decode(self, decoder: msgspec.json.Decoder[T], raw: str, table: str, key: object) -> T:
         try:

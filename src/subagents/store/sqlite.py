@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
-import tenacity
 
 from subagents.logs import get_logger
 from subagents.messages import (
@@ -48,13 +47,14 @@ from subagents.messages import (
 )
 from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
-from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
-from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
+from subagents.store.errors import translate
+from subagents.store.migrations import SCHEMA_VERSION
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
 from subagents.store.sqlite_approvals import ApprovalRows
 from subagents.store.sqlite_events import EventRows, write_holding_events
 from subagents.store.sqlite_mail import MailRows
+from subagents.store.sqlite_open import cap, connect, opened
 from subagents.store.sqlite_outcomes import OutcomeRows
 from subagents.store.sqlite_previews import PreviewRows
 from subagents.store.sqlite_processes import ProcessRows
@@ -89,95 +89,13 @@ _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
 
 
-def _is_busy(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and primary_code(exc) in (
-        SQLITE_BUSY,
-        SQLITE_LOCKED,
-    )
-
-
-def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
-    """Put the file in WAL mode (a no-op once it is); return the journal mode now in force.
-
-    The switch needs an exclusive lock and SQLite does not wait for it with the busy
-    handler: when several processes open a new store at once, all but one get
-    SQLITE_BUSY. So it is retried, with backoff, for up to the busy timeout.
-    """
-    (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
-    if str(mode).lower() == "wal":
-        return "wal"
-    for attempt in tenacity.Retrying(
-        retry=tenacity.retry_if_exception(_is_busy),
-        wait=tenacity.wait_exponential(multiplier=0.002, max=0.1),
-        stop=tenacity.stop_after_delay(max(busy_timeout, 0.1)),
-        reraise=True,
-    ):
-        with attempt:
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-    return str(mode).lower()
-
-
-_NO_CAP = 0xFFFFFFFE
-"""SQLite's own largest page count: no cap but SQLite's (and the disk's)."""
-
-
-def _cap(conn: sqlite3.Connection, max_bytes: int | None) -> None:
-    if max_bytes is None:
-        conn.execute(f"PRAGMA max_page_count = {_NO_CAP}")
-        return
-    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-    conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // int(page_size))}")
-
-
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
-
-
-def _opened(
-    conn: sqlite3.Connection, path: Path, busy_timeout: float, max_bytes: int | None
-) -> tuple[int | None, int]:
-    """The file of ``conn`` made ready as a store (WAL, its schema created or upgraded): the
-    schema versions (found, now)."""
-    doing = "opening the store"
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        # Read first, write nothing: a foreign or newer file is refused untouched
-        # (switching to WAL would already rewrite its header).
-        doing = "reading the schema"
-        inspect_version(conn, path)
-        doing = "switching to WAL mode"
-        mode = _switch_to_wal(conn, busy_timeout)
-        if str(mode).lower() != "wal":
-            raise StoreError(
-                f"{path}: cannot use WAL mode (journal mode stays {mode!r}); the "
-                f"store needs a local file system that supports shared memory"
-            )
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        doing = "creating or upgrading the schema"
-        found, version = upgrade(conn, path)
-        _cap(conn, max_bytes)
-    except sqlite3.Error as exc:
-        raise translate(exc, path, doing) from exc
-    if found is not None and found != version:
-        log.info("store.upgraded", path=str(path), from_version=found, to_version=version)
-    return found, version
 
 
 _Entries = Sequence[JournalEntry]
 _Check = Callable[[], None] | None
 """A further check in a sender's record's transaction (``save_mails_fenced``)."""
-
-
-def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
-    """A new connection to the store's file (autocommit: ``store.sqlite_tx`` begins its own
-    transactions)."""
-    try:
-        return sqlite3.connect(
-            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
-    except sqlite3.Error as exc:
-        raise translate(exc, path, "opening the store") from exc
 
 
 _IDS_A_STATEMENT = 500
@@ -224,16 +142,15 @@ class SQLiteStore(RunStore):
         path = self.path
         # the file is opened with plain descriptors only while no store of this process has
         # it open: closing one would drop this process's SQLite locks (``dbfile.OpenFiles``)
-        conn, key = OPEN_FILES.open(path, lambda: _connect(path, busy_timeout))
+        conn, key = OPEN_FILES.open(path, lambda: connect(path, busy_timeout))
         try:
-            self.found_version, self.schema_version = _opened(conn, path, busy_timeout, max_bytes)
+            self.found_version, self.schema_version = opened(conn, path, busy_timeout, max_bytes)
         except BaseException:
             with OPEN_FILES.closing(key):
                 conn.close()
             raise
         self._tx = Transactions(self.path, conn, on_close=lambda: OPEN_FILES.closing(key))
-        rows = self._processes = ProcessRows(self._tx)  # (below: ``actors.ends_elsewhere``)
-        self.written_elsewhere, self.ended_among = rows.written_elsewhere, rows.ended_among
+        self._processes = ProcessRows(self._tx)
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)
         self._approvals = ApprovalRows(self._tx)
@@ -295,6 +212,12 @@ class SQLiteStore(RunStore):
 
     def get_runs(self, run_ids: Collection[str]) -> dict[str, RunRecord]:
         return _read_runs(self._tx, run_ids)
+
+    def ended_among(self, run_ids: Collection[str]) -> list[str]:
+        return self._processes.ended_among(run_ids)  # (the ids alone, by their ``status``)
+
+    def ended_by_others(self) -> list[str] | None:
+        return None if self._processes.written_elsewhere() else []  # (``data_version``)
 
     def list_runs(
         self,
@@ -562,7 +485,7 @@ class SQLiteStore(RunStore):
         with self._tx.lock:
             conn = self._tx.connection()
             try:
-                _cap(conn, max_bytes)
+                cap(conn, max_bytes)
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, "setting the size cap") from exc
 

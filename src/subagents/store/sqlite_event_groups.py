@@ -32,6 +32,7 @@ import msgspec
 
 from subagents.messages import Event, EventKind, StoredEvent
 from subagents.store.deferred import GROUPED, Params, joined
+from subagents.store.lone_surrogates import event_repaired
 from subagents.store.row_checks import READS_BACK, flat_event_reads_back
 
 GROUP_KIND = "events"
@@ -164,7 +165,22 @@ def _plain(rows: list[Params]) -> list[tuple[str, Params]]:
 _MANY = 16
 """Plain rows to a statement (as ``deferred.MANY_ROWS`` sends the rows of other tables)."""
 
-GROUPED[HELD_EVENT] = statements
+
+def statements_kept(rows: list[Params]) -> list[tuple[str, Params]]:
+    """``statements``; a lone surrogate in a held event's run fields (which ``held_row``
+    does not encode: a check per durable mail's event) repaired and named in the log
+    (``lone_surrogates``), not the whole batch failed at its commit."""
+    try:
+        return statements(rows)
+    except UnicodeEncodeError:
+        fixed: list[Params] = []
+        for row in rows:
+            event = event_repaired(row[4])
+            fixed.append(row if event is row[4] else (event.run_id, *row[1:4], event))
+        return statements(fixed)
+
+
+GROUPED[HELD_EVENT] = statements_kept
 
 
 def expand(seq: int, raw: str, decode: Any) -> tuple[list[tuple[int, Event]], int]:

@@ -168,6 +168,7 @@ class ProcessRows:
             ).fetchone()
             epoch = int(raw)
             self._end_fences(conn, lease.owner, None, doing)  # (a taking of before: over)
+            self._drop_lapsed_fences(conn, lease.renewed_at, doing)
             self.tx.write_sql(conn, lease_fences.create_sql(epoch), (), doing)
             self.tx.write_sql(
                 conn,
@@ -183,16 +184,26 @@ class ProcessRows:
         return epoch
 
     def renew_lease(self, lease: Lease) -> bool:
+        """The lease's times written while its taking is held, and its fence's view made
+        again if a taking of another dropped it meanwhile (``_drop_lapsed_fences``: this
+        owner stalled past its lease, nobody took it): without it, every durable mail of
+        the woken runtime would go by the statements for the rest of its life. Made in the
+        transaction that found the lease held (no end can come between); a view that stands
+        is left alone (``IF NOT EXISTS``: the schema unchanged)."""
         row = self._lease_row(lease)
+        doing = f"renewing the lease of {lease.owner}"
         with self.tx.writing() as conn:
             cursor = self.tx.write_sql(
                 conn,
                 f"""UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
                    WHERE owner = ? AND {EPOCH} = ?""",
                 (*row[2:], lease.owner, lease.epoch),
-                f"renewing the lease of {lease.owner}",
+                doing,
             )
-            return cursor.rowcount > 0
+            held = cursor.rowcount > 0
+            if held and lease.epoch is not None:
+                self.tx.write_sql(conn, lease_fences.create_sql(lease.epoch), (), doing)
+            return held
 
     def release_lease(self, owner: str, epoch: int | None = None) -> None:
         doing = f"releasing lease {owner}"
@@ -216,6 +227,21 @@ class ProcessRows:
         found = self.tx.write_sql(conn, sql, params, doing).fetchall()
         for held in lease_fences.epochs(row[0] for row in found):
             self.tx.write_sql(conn, lease_fences.drop_sql(held), (), doing)
+
+    def _drop_lapsed_fences(self, conn: sqlite3.Connection, now: float, doing: str) -> None:
+        """The fence views of every lease lapsed by ``now`` dropped, in the transaction of a
+        taking (its one schema change). Why: a runtime that crashed without releasing its
+        lease, whose runs nobody took over (it had none unfinished), left its view for ever,
+        a row of the schema each, which every connection parses when it opens and again
+        after each lease taken or ended (10,000 such views: ~0.25 s a connection). Safe
+        whether its owner is dead or only stalled: only a view's absence is trusted, and it
+        sends such an owner's records by the statements that read its lease
+        (``store.lease_fences``) until its renewal makes its view again (``renew_lease``);
+        its lease row stays, for its takeover or `subagents stop`."""
+        sql = f"SELECT {EPOCH} FROM leases WHERE expires_at < ?"
+        found = self.tx.write_sql(conn, sql, (now,), doing).fetchall()
+        for lapsed in lease_fences.epochs(row[0] for row in found):
+            self.tx.write_sql(conn, lease_fences.drop_sql(lapsed), (), doing)
 
     def check_fence(self, owner: str, epoch: int) -> None:
         """Inside a batch (``BEGIN IMMEDIATE``: the write lock is held until its commit), so no

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import msgspec
 
 from subagents.messages import Checkpoint, CheckpointDelta, JournalEntry
+from subagents.store.lone_surrogates import refused
 from subagents.store.sqlite_tx import Rows, Transactions, encode_row
 
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
@@ -137,7 +138,11 @@ class ResumeRows:
     def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         if not entries:
             return
-        self.tx.defer("journal", _SAVE_JOURNAL, _journal_row(run_id, entries), _appending(run_id))
+        try:
+            row = _journal_row(run_id, entries)
+        except UnicodeEncodeError as exc:  # (an entry's text: refused by name, at the call)
+            raise refused(exc, _appending(run_id)) from exc
+        self.tx.defer("journal", _SAVE_JOURNAL, row, _appending(run_id))
 
     def journal_rows(self, run_id: str, entries: Sequence[JournalEntry]) -> Rows:
         """``save_journal``'s row, for a transaction of its own (``Transactions.commit_rows``:

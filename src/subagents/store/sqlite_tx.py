@@ -47,6 +47,7 @@ from subagents.logs import get_logger
 from subagents.store.base import AlreadyEnded, DamagedRow, StoreError
 from subagents.store.deferred import DeferredWrites, FailedWrite
 from subagents.store.errors import translate
+from subagents.store.lone_surrogates import escaped, refused
 from subagents.store.row_checks import READS_BACK
 
 log = get_logger("subagents.store")
@@ -365,6 +366,12 @@ class Transactions:
             error = translate(exc.error, self.path, exc.doing)
             state.failed, state.doomed = error, True
             raise error from exc.error
+        except Exception as exc:  # not SQLite's: a held value its binding refused (a text
+            # UTF-8 cannot encode): the batch fails as for a failed write, rolled back, its
+            # write lock let go (it went out as the raw error, the transaction left open)
+            error = StoreError(escaped(f"{self.path}: sending a batch's writes: {exc!r}"))
+            state.failed, state.doomed = error, True
+            raise error from exc
 
     def defer(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
         """A write whose result nobody needs: held until the open batch sends it (see
@@ -456,6 +463,8 @@ class Transactions:
                 return conn.execute(sql, params).rowcount
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, doing) from exc
+            except UnicodeEncodeError as exc:  # (a parameter: bound, never run)
+                raise refused(exc, doing) from exc
 
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
@@ -485,6 +494,8 @@ class Transactions:
             if state.depth > 0:
                 state.failed = error
             raise error from exc
+        except UnicodeEncodeError as exc:  # (a parameter: bound, never run)
+            raise refused(exc, doing) from exc
 
     def read(self, sql: str, params: Iterable[Any], doing: str) -> list[Any]:
         """Rows of ``sql``. Inside a batch, its transaction begins first (and its held
@@ -502,6 +513,8 @@ class Transactions:
                 return conn.execute(sql, tuple(params)).fetchall()
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, doing) from exc
+            except UnicodeEncodeError as exc:  # (a parameter: bound, never run)
+                raise refused(exc, doing) from exc
 
     def decode(self, decoder: msgspec.json.Decoder[T], raw: str, table: str, key: object) -> T:
         try:

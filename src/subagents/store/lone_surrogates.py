@@ -1,0 +1,82 @@
+"""Texts UTF-8 cannot encode (a lone surrogate: a bad decode's, ``surrogateescape``'s)
+where a store finds them too late to refuse them: repaired, each lone surrogate as U+FFFD
+(as a terminal shows an undecodable byte), and named in the log.
+
+Why: a store refuses such a text in the write that brings it (``encode_row``: a
+``ValueError`` naming it, at the call, so only that write's nested batch fails), but the
+SQLite store encodes a batch's held events' run fields (run id, agent, root, parent) only
+when the batch is sent (``sqlite_event_groups``: a run's events as one row, each event's
+data checked when held). A lone surrogate there failed the whole batch at its commit: every
+other run's writes of the group lost, for one event's name (and, before session 31, the
+transaction was left open, holding the file's write lock). Checking each held event's run
+fields when held would cost every durable mail's two events; repaired when sent, it costs
+nothing until one is found."""
+
+from __future__ import annotations
+
+import msgspec
+
+from subagents.logs import get_logger
+from subagents.messages import Event
+
+log = get_logger("subagents.store")
+
+
+def repaired(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (a surrogate pair held as two
+    code points is joined)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def event_repaired(event: Event) -> Event:
+    """``event`` with its run fields repaired (``repaired``), each repaired one named in the
+    log; ``event`` itself when none needs it. Its data is not looked at: a store checks it
+    when it holds the event."""
+    fields = {
+        "run_id": event.run_id,
+        "agent": event.agent,
+        "root_run_id": event.root_run_id,
+        "parent_run_id": event.parent_run_id,
+    }
+    changed = {
+        name: fixed
+        for name, text in fields.items()
+        if isinstance(text, str) and (fixed := repaired(text)) != text
+    }
+    if not changed:
+        return event
+    log.warning(
+        "an event's run fields hold a lone surrogate, which UTF-8 cannot encode: kept with"
+        " U+FFFD in its place, the rest of its batch kept",
+        kind=event.kind.value,
+        fields=sorted(changed),
+        texts={name: repr(fields[name]) for name in changed},
+    )
+    return msgspec.structs.replace(event, **changed)
+
+
+def refused(exc: UnicodeEncodeError, doing: str) -> ValueError:
+    """The ``ValueError`` (a bad argument: ``RunStore``) of a statement whose text parameter
+    UTF-8 cannot encode, found as the statement was bound (nothing of it run): what it was
+    doing and the text, named (``escaped``). It was a bare ``UnicodeEncodeError`` from the
+    database's driver (SQLite's, psycopg's) that named neither."""
+    text = exc.object if isinstance(exc.object, str) else str(exc.object)
+    shown = text if len(text) <= 80 else text[:80] + "..."
+    return ValueError(
+        escaped(
+            f"{doing}: the text {shown!r} holds a lone surrogate"
+            f" ({text[exc.start : exc.end]!r}), which UTF-8 cannot encode: nothing of this"
+            " call is kept"
+        )
+    )
+
+
+def escaped(message: str) -> str:
+    """``message`` with each character UTF-8 cannot encode written as its escape
+    (``\\ud800``): an error naming such a text (a run id in what it was doing) could not
+    itself be printed or logged."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
