@@ -4,32 +4,22 @@ namespace of its own, ``unshare`` as root, where ``ns_last_pid`` hands the numbe
 
 from __future__ import annotations
 
-import os
 import select
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pid_reuse import KILLED, namespaces
 from pinned import kill_pinned, pin
 
-SCRIPT = r"""
+SCRIPT = (
+    KILLED
+    + r"""
 import os, subprocess, sys
 sys.path.insert(0, sys.argv[1])
 from pinned import kill_pinned, pin
-
-def killed(pid):  # dead, or a SIGKILL sent and not yet taken (signals land a bit later)
-    try:
-        status = open(f"/proc/{pid}/status").read()
-    except OSError:
-        return True
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    pending = int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)
-    stat = open(f"/proc/{pid}/stat").read()
-    exiting = int(stat[stat.rindex(")") + 2 :].split()[6]) & 0x4  # PF_EXITING
-    return fields["State"].split()[0] in ("Z", "X") or bool(pending & (1 << 8) or exiting)
 
 first = subprocess.Popen(["sleep", "300"], start_new_session=True)
 pinned = pin(first.pid)
@@ -44,16 +34,10 @@ print("taker", "killed" if killed(taker.pid) else "alive")
 taker.kill()
 taker.wait()
 """
+)
 
 
-def _namespaces() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-fp", "--mount-proc", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _namespaces(), reason="needs root and unshare (a pid namespace)")
+@pytest.mark.skipif(not namespaces(), reason="needs root and unshare (a pid namespace)")
 def test_a_pinned_process_number_taken_by_another_is_not_killed() -> None:
     done = subprocess.run(
         [

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,11 +28,14 @@ from pathlib import Path
 
 import pytest
 
+from pid_reuse import KILLED, namespaces
 from subagents.tools.group_leader import GroupLeader, kernel_signals_groups
 from subagents.tools.process import Process
 from subagents.tools.processes import ProcessGroups
 
-SCRIPT = r"""
+SCRIPT = (
+    KILLED
+    + r"""
 import os, signal, subprocess, sys, tempfile
 from pathlib import Path
 from subagents.tools.group_leader import GroupLeader
@@ -56,17 +58,6 @@ def take(number):  # the next process started has ``number``, and leads a group 
     victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
     assert victim.pid == number, (victim.pid, number)
     return victim
-
-def killed(pid):  # dead, or a SIGKILL sent and not yet taken (signals land a bit later)
-    try:
-        status = open(f"/proc/{pid}/status").read()
-    except OSError:
-        return True
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    pending = int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)
-    stat = open(f"/proc/{pid}/stat").read()
-    exiting = int(stat[stat.rindex(")") + 2 :].split()[6]) & 0x4  # PF_EXITING
-    return fields["State"].split()[0] in ("Z", "X") or bool(pending & (1 << 8) or exiting)
 
 def said(what, victim):
     print(what, "killed" if killed(victim.pid) else "alive")
@@ -95,13 +86,7 @@ victim = take(hook.pid)
 _end(leader, held=False)
 said("hook", victim)
 """
-
-
-def _namespaces() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-fp", "--mount-proc", "true"], capture_output=True)
-    return probe.returncode == 0
+)
 
 
 PATHS = [
@@ -117,7 +102,7 @@ PATHS = [
 number, checked (``group_leader``)."""
 
 
-@pytest.mark.skipif(not _namespaces(), reason="needs root and unshare (a pid namespace)")
+@pytest.mark.skipif(not namespaces(), reason="needs root and unshare (a pid namespace)")
 @pytest.mark.parametrize("path", PATHS)
 def test_a_reaped_launchers_number_taken_by_another_group_is_not_killed(path: str) -> None:
     """A Bash command's launcher killed and reaped, its number taken by a new group, then

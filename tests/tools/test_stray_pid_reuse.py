@@ -7,14 +7,16 @@ next one for sure; the moment is the next ``/proc/*/environ`` opened after the s
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-SCRIPT = r"""
+from pid_reuse import KILLED, namespaces
+
+SCRIPT = (
+    KILLED
+    + r"""
 import os, subprocess, sys
 from subagents.tools import strays
 
@@ -44,32 +46,15 @@ sys.addaudithook(hook)
 strays.kill_strays(cookie)
 victim = state["victim"]
 assert victim is not None and victim != 0, "the pid was never reused"
-def killed(pid):  # dead, or a SIGKILL sent and not yet taken (signals land a bit later)
-    try:
-        status = open(f"/proc/{pid}/status").read()
-    except OSError:
-        return True
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    pending = int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)
-    stat = open(f"/proc/{pid}/stat").read()
-    exiting = int(stat[stat.rindex(")") + 2 :].split()[6]) & 0x4  # PF_EXITING
-    return fields["State"].split()[0] in ("Z", "X") or bool(pending & (1 << 8) or exiting)
-
 print("victim", "killed" if killed(victim.pid) else "alive")
 for p in (victim, filler):
     p.kill()
     p.wait()
 """
+)
 
 
-def _namespaces() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-fp", "--mount-proc", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _namespaces(), reason="needs root and unshare (a pid namespace)")
+@pytest.mark.skipif(not namespaces(), reason="needs root and unshare (a pid namespace)")
 def test_a_pid_reused_between_the_look_and_the_kill_is_not_killed() -> None:
     done = subprocess.run(
         ["unshare", "-fp", "--mount-proc", sys.executable, "-c", SCRIPT],
