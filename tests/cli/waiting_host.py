@@ -61,6 +61,6 @@ def command_pid(cli: Cli) -> int | None:
     said = cli.root / "pid"
     if not said.exists() or not said.read_text().strip():
         return None
-    pid = outer(said.read_text())
+    pid = outer(said.read_text(), said.stat().st_mtime)
     assert pid > 0
     return pid

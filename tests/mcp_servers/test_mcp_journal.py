@@ -15,9 +15,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from ns_pids import pid_in
 from polling import wait_until
-
-from .conftest import server_pid
 
 JOB = Path(__file__).with_name("mcp_crash_job.py")
 
@@ -64,7 +63,7 @@ def _crash_then_resume(tmp: Path, tool: str) -> dict[str, object]:
         proc.communicate()
     # the server was the killed process's child in its own session: it outlives it
     with contextlib.suppress(ProcessLookupError):
-        os.kill(server_pid(marker.read_text()), signal.SIGKILL)
+        os.kill(pid_in(marker), signal.SIGKILL)  # (GONE if it ended: tests/ns_pids.py)
     marker.unlink()
     again = _start(tmp, tool)
     _, err = again.communicate(timeout=360)
