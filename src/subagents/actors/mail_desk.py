@@ -289,19 +289,19 @@ class DirectMail:
             if unsaved is not None and journal is not None:
                 unsaved.clear()  # committed now, with this flush's reports among them
                 carried = True
-        told: list[Any] = []
-        for m in out:  # (one pass, no generator: one per flush of straight mail)
+        # (in place, from the end, not a generator: a journal folded is deleted behind it)
+        for i in range(len(out) - 1, -1, -1):
+            m = out[i]
             if type(m) is list:
-                last = told[-1] if told else None
+                last = out[i - 1] if i else None
                 if carried and type(last) is Journal and last.attempt == self.attempt:
-                    told[-1] = self._posted(m, recorded, last.read_mail)  # (folded in)
+                    out[i] = self._posted(m, recorded, last.read_mail)  # (it rides in it)
+                    del out[i - 1]
                 else:
-                    told.append(self._posted(m, recorded))
+                    out[i] = self._posted(m, recorded)
             elif carried and type(m) is Journal:  # committed already: not written again
-                told.append(msgspec.structs.replace(m, recorded=True))
-            else:
-                told.append(m)
-        return tuple(told), post
+                out[i] = msgspec.structs.replace(m, recorded=True)
+        return tuple(out), post
 
     def _not_recorded(
         self, messages: tuple[Any, ...], mails: Sequence[Mail], exc: Exception, generation: int
