@@ -289,6 +289,12 @@ class DirectMail:
             if unsaved is not None and journal is not None:
                 unsaved.clear()  # committed now, with this flush's reports among them
                 carried = True
+        return self._told(out, recorded, carried), post
+
+    def _told(self, out: list[Any], recorded: bool, carried: bool) -> tuple[Any, ...]:
+        """``out`` (``post``'s reports, each group of straight mails a list) as told: each
+        group its ``MailPosted``; a journal the record carried (``carried``) marked
+        ``recorded``, or, just before a group, folded into its report (``read_mail``)."""
         # (in place, from the end, not a generator: a journal folded is deleted behind it)
         for i in range(len(out) - 1, -1, -1):
             m = out[i]
@@ -301,7 +307,7 @@ class DirectMail:
                     out[i] = self._posted(m, recorded)
             elif carried and type(m) is Journal:  # committed already: not written again
                 out[i] = msgspec.structs.replace(m, recorded=True)
-        return tuple(out), post
+        return tuple(out)
 
     def _not_recorded(
         self, messages: tuple[Any, ...], mails: Sequence[Mail], exc: Exception, generation: int
