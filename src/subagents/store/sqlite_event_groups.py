@@ -25,6 +25,7 @@ A stretch of one event is the row it always was. An event written outside a batc
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -54,6 +55,7 @@ _NUMBERED = (
 own count, which every row, and these, move on)."""
 
 _encoder = msgspec.json.Encoder()
+_isfinite = math.isfinite
 log = get_logger("subagents.store")
 
 
@@ -112,13 +114,19 @@ def held_row(event: Event) -> Params | None:
     return None if text is None else (event.run_id, kind, event.ts, text, event)
 
 
-def held_checked(event: Event) -> Params:
+def held_checked(event: Event) -> Params | None:
     """``event`` as a ``HELD_EVENT`` row, unencoded and unchecked: a write that says it is
     sure (``AppendEvent.checked``: a straight mail's two events, known to encode and read
     back from the records they are made of). It is encoded with its run's row when the
     batch is sent, as a flat one is; ``statements_kept`` repairs or refuses it there should
-    that trust ever break."""
-    return (event.run_id, event.kind._value_, event.ts, None, event)
+    that trust ever break. Its time alone is looked at (``held_row`` when it is not a
+    finite float): no record vouches for it (the supervisor's clock), and a NaN would be
+    written as ``null``, encoded without error and never read back (the run's events
+    unreadable past it), which ``statements_kept`` could not catch."""
+    ts = event.ts
+    if type(ts) is float and _isfinite(ts):
+        return (event.run_id, event.kind._value_, ts, None, event)
+    return held_row(event)
 
 
 def statements(rows: list[Params]) -> list[tuple[str, Params]]:
