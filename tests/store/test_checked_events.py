@@ -197,7 +197,7 @@ class _Cycle(dict[str, Any]):
         self["self"] = self
 
 
-_UNENCODABLE: dict[str, dict[str, Any]] = {
+_UNENCODABLE: dict[str, dict[Any, Any]] = {
     "an object in the data": {"mail_id": "m5", "recipient": object()},
     "a tuple key": {"mail_id": "m5", ("a", "b"): "r9"},
     "a complex number": {"mail_id": 1j},

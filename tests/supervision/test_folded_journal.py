@@ -118,7 +118,7 @@ def _reports(folded: bool, scene: Scene, line: bool) -> tuple[Any, ...]:
     journal = Journal(
         run_id=child, entries=(entry,), read_mail=(read,), attempt=attempt, recorded=True
     )
-    reports = [posted] if folded else [journal, posted]
+    reports: list[MailPosted | Journal] = [posted] if folded else [journal, posted]
     writes: list[Any] = []
     effects: list[Any] = []
     if line:
@@ -128,8 +128,10 @@ def _reports(folded: bool, scene: Scene, line: bool) -> tuple[Any, ...]:
         effects += decision.effects
     else:
         for report in reports:
-            decide = h.core.core.journal if type(report) is Journal else h.core.core.mails_posted
-            decision = h.core._do(decide(report))
+            if isinstance(report, Journal):
+                decision = h.core._do(h.core.core.journal(report))
+            else:
+                decision = h.core._do(h.core.core.mails_posted(report))
             writes += decision.writes
             effects += decision.effects
     names = {root: "root", child: "child", read: "read", reply.mail_id: "reply"}

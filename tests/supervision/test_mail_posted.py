@@ -132,7 +132,7 @@ def test_a_straight_mails_events_are_trusted_only_when_its_sender_recorded_it() 
     for published in (False, True):
         for recorded in (False, True):
             h = Harness()
-            h.core.core.recorded_parts.published = lambda kind, wanted=published: wanted
+            h.core.core.recorded_parts.published = lambda kind, wanted=published: wanted  # type: ignore[misc]
             root = h.run("lead")
             a, b = h.run("worker", root), h.run("critic", root)
             mail = Mail(
