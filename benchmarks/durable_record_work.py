@@ -26,7 +26,9 @@ folder (the runtime's lease taken, two live runs):
   mails' events into the open fenced batch, ``BATCH`` mails to a batch, its commit
   included; per mail (two events). Session 26 measured with it a line's events held in one
   call and a mail's flat events encoded when sent (-13.1k of 56.3k; reverted as under the
-  2% rule of a mail's CPU: benchmarks/README.md).
+  2% rule of a mail's CPU: benchmarks/README.md). Since session 32 the events are marked
+  sure (``AppendEvent.checked``), as ``supervision/mailing.announce_one`` marks a straight
+  mail's its sender recorded: the store holds them unchecked.
 
 Each runs ``n`` and ``2n`` times under ``valgrind --tool=callgrind`` (after an uncounted native
 run that compiles the bytecode both read, and with ``PYTHONHASHSEED`` fixed: see
@@ -131,9 +133,9 @@ def _lines(fenced: Any, n: int) -> None:
                     sender, recipient = runs[i % 2], runs[1 - i % 2]
                     mail_id = f"m{i:08d}"
                     data = {"mail_id": mail_id, "recipient": recipient.run_id}
-                    writes.append(AppendEvent(event_of(sent, sender, ts, data)))
+                    writes.append(AppendEvent(event_of(sent, sender, ts, data), True))
                     data = {"mail_id": mail_id, "sender": sender.run_id}
-                    writes.append(AppendEvent(event_of(delivered, recipient, ts, data)))
+                    writes.append(AppendEvent(event_of(delivered, recipient, ts, data), True))
                 write_all(fenced, writes)
 
 

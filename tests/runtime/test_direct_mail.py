@@ -14,8 +14,18 @@ import pytest
 
 from gates import Gate
 from polling import wait_until
+from subagents.actors.mail_desk import DirectMail
 from subagents.behaviour.function import AgentContext, MailError
-from subagents.messages import Event, EventKind, JournalEntry, Mail, MailState, RunStatus
+from subagents.messages import (
+    Event,
+    EventKind,
+    Journal,
+    JournalEntry,
+    Mail,
+    MailPosted,
+    MailState,
+    RunStatus,
+)
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
@@ -545,3 +555,56 @@ def test_mail_a_sync_function_sends_reaches_its_recipient_while_the_function_wai
         outcome = rt.spawn("root", "go").result(2 * WAIT)
         assert outcome.status is RunStatus.COMPLETED, outcome
         assert outcome.result == "heard"
+
+
+def test_a_replys_journal_rides_in_its_mails_report_and_every_mail_ends_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite a reply's flush was two reports, its journal (committed by the sender's
+    record: ``Journal(recorded=True)``) and its mail's ``MailPosted``; the journal now rides
+    in the mail's report (``MailPosted.read_mail``). What the runs' actors tell is watched
+    (``DirectMail.post``'s answer, the real one); what it means is unchanged: every mail
+    read, none a dead letter, each run's inbox empty at its end. Seen failing with the
+    supervisor not taking the folded read out of the inbox (every read mail a dead letter
+    at its run's end)."""
+    told: list[tuple[Any, ...]] = []
+    post = DirectMail.post
+
+    def watched(self: DirectMail, messages: tuple[Any, ...], cancelled: bool) -> Any:
+        out = post(self, messages, cancelled)
+        told.append(out[0])
+        return out
+
+    monkeypatch.setattr(DirectMail, "post", watched)
+
+    async def ponger(ctx: AgentContext) -> str:
+        for _ in range(ROUNDS):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            ctx.send(mail.sender, f"pong {mail.content}")
+        return "ponged"
+
+    async def pinger(ctx: AgentContext) -> str:
+        for i in range(ROUNDS):
+            ctx.send(ctx.task, f"ping {i}")
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+        return "pinged"
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    agents = {"root": pingpong_root, "pinger": pinger, "ponger": ponger}
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.spawn("root", "go").result(WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        (ping_run,) = rt.runs(agent="pinger")
+        mails = store.mail_for(ping_run.run_id)
+    store.close()
+    assert len(mails) == 2 * ROUNDS
+    assert {m.state for m in mails} == {MailState.READ}
+    reports = [m for flush in told for m in flush]
+    folded = [m for m in reports if type(m) is MailPosted and m.read_mail]
+    assert len(folded) >= 2 * ROUNDS - 2, [type(m).__name__ for m in reports]
+    carried = [m for m in reports if type(m) is Journal and m.recorded]
+    assert len(carried) <= 2, [type(m).__name__ for m in reports]
+    read = {mail_id for m in folded for mail_id in m.read_mail}
+    assert read <= {m.mail_id for m in mails}

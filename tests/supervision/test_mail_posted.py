@@ -16,7 +16,8 @@ from subagents.messages import (
     SendMail,
     new_id,
 )
-from subagents.supervision.effects import Effect
+from subagents.store.writes import AppendEvent
+from subagents.supervision.effects import Effect, Publish
 
 from .test_core import Harness, told
 
@@ -121,6 +122,36 @@ def test_mail_its_sender_recorded_is_not_written_again() -> None:
     mail, _ = _posted(h, a, b, _attempt(h, b), recorded=True)
     assert h.unread(b) == [mail.mail_id]
     assert h.store.mail_for(b) == []  # the sender's write is the only one
+
+
+def test_a_straight_mails_events_are_trusted_only_when_its_sender_recorded_it() -> None:
+    """``AppendEvent.checked`` (the SQLite store holds the events unchecked) only for a mail
+    its sender recorded (its ids checked to encode and read back there), whether or not the
+    events are published; a mail written here is not trusted. Seen failing with the events
+    trusted whatever ``recorded`` said."""
+    for published in (False, True):
+        for recorded in (False, True):
+            h = Harness()
+            h.core.core.recorded_parts.published = lambda kind, wanted=published: wanted  # type: ignore[misc]
+            root = h.run("lead")
+            a, b = h.run("worker", root), h.run("critic", root)
+            mail = Mail(
+                mail_id=new_id("m"),
+                sender=a,
+                recipient=b,
+                content="straight",
+                state=MailState.DELIVERED,
+            )
+            msg = MailPosted(
+                run_id=a, mails=(mail,), delivered_to=(_attempt(h, b),), recorded=recorded
+            )
+            decision = h.core.core.mails_posted(msg)
+            events = [w for w in decision.writes if isinstance(w, AppendEvent)]
+            kinds = [w.event.kind for w in events]
+            assert kinds == [EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED], (published, kinds)
+            assert [w.checked for w in events] == [recorded, recorded], (published, recorded)
+            published_events = [e.event for e in decision.effects if isinstance(e, Publish)]
+            assert published_events == ([w.event for w in events] if published else [])
 
 
 def test_mail_handed_to_a_start_since_left_is_delivered_to_the_current_one() -> None:

@@ -18,7 +18,10 @@ mail path").
   mail before it hears of anything a recipient did with it), acknowledged to the sender
   itself (handed to its behaviour at once), then delivered, one ``DeliverMail`` per
   recipient. A record that raised delivers nothing: the mails go by the supervisor, named by
-  the ids the record used (it may have been written although its answer was lost).
+  the ids the record used (it may have been written although its answer was lost). The
+  journal reports the record committed are marked so (``Journal.recorded``); the one just
+  before the mails' report rides in it instead (``MailPosted.read_mail``: a ping-pong's
+  reply was two reports, now one).
 """
 
 from __future__ import annotations
@@ -286,12 +289,25 @@ class DirectMail:
             if unsaved is not None and journal is not None:
                 unsaved.clear()  # committed now, with this flush's reports among them
                 carried = True
-        for i, m in enumerate(out):  # (in place, not a generator: one per flush of straight mail)
+        return self._told(out, recorded, carried), post
+
+    def _told(self, out: list[Any], recorded: bool, carried: bool) -> tuple[Any, ...]:
+        """``out`` (``post``'s reports, each group of straight mails a list) as told: each
+        group its ``MailPosted``; a journal the record carried (``carried``) marked
+        ``recorded``, or, just before a group, folded into its report (``read_mail``)."""
+        # (in place, from the end, not a generator: a journal folded is deleted behind it)
+        for i in range(len(out) - 1, -1, -1):
+            m = out[i]
             if type(m) is list:
-                out[i] = self._posted(m, recorded)
+                last = out[i - 1] if i else None
+                if carried and type(last) is Journal and last.attempt == self.attempt:
+                    out[i] = self._posted(m, recorded, last.read_mail)  # (it rides in it)
+                    del out[i - 1]
+                else:
+                    out[i] = self._posted(m, recorded)
             elif carried and type(m) is Journal:  # committed already: not written again
                 out[i] = msgspec.structs.replace(m, recorded=True)
-        return tuple(out), post
+        return tuple(out)
 
     def _not_recorded(
         self, messages: tuple[Any, ...], mails: Sequence[Mail], exc: Exception, generation: int
@@ -347,7 +363,12 @@ class DirectMail:
             request_id=msg.request_id,
         )
 
-    def _posted(self, group: list[tuple[Mail, int]], recorded: bool) -> MailPosted:
+    def _posted(
+        self, group: list[tuple[Mail, int]], recorded: bool, read_mail: tuple[str, ...] = ()
+    ) -> MailPosted:
+        """The report of ``group``'s mails; ``read_mail``: the mail of the committed journal
+        report just before them, folded in (``MailPosted.read_mail``: the supervisor decides
+        it first, as it decided that report; its entries it never wrote again)."""
         mails: tuple[Mail, ...]
         delivered_to: tuple[int, ...]
         if len(group) == 1:  # (most flushes: no generator, no list)
@@ -361,6 +382,7 @@ class DirectMail:
             delivered_to=delivered_to,
             recorded=recorded,
             attempt=self.attempt,
+            read_mail=read_mail,
         )
 
     def _by_supervisor(

@@ -241,6 +241,12 @@ class MailPosted(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
     recorded: bool = False
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+    read_mail: tuple[str, ...] = ()
+    """The mail the sender's journal report just before these mails said it read, that
+    report folded in (``actors/mail_desk.py``: a ``Journal`` its sender committed with these
+    mails, ``recorded``, which the supervisor only takes out of its run's inbox; decided
+    first, as that report was: ``Recorded.posted``). Why: a durable ping-pong's every reply
+    was two reports, ``[Journal(recorded), MailPosted]`` (198 of 200 flushes): one now."""
 
 
 class MailRead(msgspec.Struct, frozen=True, kw_only=True, tag=True):

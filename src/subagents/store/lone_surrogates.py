@@ -6,13 +6,16 @@ Why: a store refuses such a text in the write that brings it (``encode_row``: a
 ``ValueError`` naming it, at the call, so only that write's nested batch fails), but the
 SQLite store encodes a batch's held events' run fields (run id, agent, root, parent) only
 when the batch is sent (``sqlite_event_groups``: a run's events as one row, each event's
-data checked when held). A lone surrogate there failed the whole batch at its commit: every
-other run's writes of the group lost, for one event's name (and, before session 31, the
-transaction was left open, holding the file's write lock). Checking each held event's run
-fields when held would cost every durable mail's two events; repaired when sent, it costs
-nothing until one is found."""
+data checked when held, but a straight mail's two events' (``AppendEvent.checked``), held
+unchecked since session 32). A lone surrogate there failed the whole batch at its commit:
+every other run's writes of the group lost, for one event's name (and, before session 31,
+the transaction was left open, holding the file's write lock). Checking each held event's
+run fields when held would cost every durable mail's two events; repaired when sent, it
+costs nothing until one is found."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 
@@ -33,30 +36,54 @@ def repaired(text: str) -> str:
 
 
 def event_repaired(event: Event) -> Event:
-    """``event`` with its run fields repaired (``repaired``), each repaired one named in the
-    log; ``event`` itself when none needs it. Its data is not looked at: a store checks it
-    when it holds the event."""
-    fields = {
+    """``event`` with its run fields and the texts of its data (keys and values, at any
+    depth) repaired (``repaired``), each repaired field named in the log; ``event`` itself
+    when none needs it. Its data too: an event a write says is sure
+    (``AppendEvent.checked``) is held unchecked, so a lone surrogate there is first found
+    when its batch is sent, as one in any held event's run fields."""
+    fields: dict[str, Any] = {
         "run_id": event.run_id,
         "agent": event.agent,
         "root_run_id": event.root_run_id,
         "parent_run_id": event.parent_run_id,
     }
-    changed = {
+    changed: dict[str, Any] = {
         name: fixed
         for name, text in fields.items()
         if isinstance(text, str) and (fixed := repaired(text)) != text
     }
+    data = _value_repaired(event.data)
+    if data is not event.data:
+        fields["data"] = event.data
+        changed["data"] = data
     if not changed:
         return event
     log.warning(
-        "an event's run fields hold a lone surrogate, which UTF-8 cannot encode: kept with"
+        "an event's texts hold a lone surrogate, which UTF-8 cannot encode: kept with"
         " U+FFFD in its place, the rest of its batch kept",
         kind=event.kind.value,
         fields=sorted(changed),
-        texts={name: repr(fields[name]) for name in changed},
+        texts={name: repr(fields[name])[:200] for name in changed},
     )
     return msgspec.structs.replace(event, **changed)
+
+
+def _value_repaired(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, tuples, texts, ...) with each text repaired;
+    ``value`` itself when none needs it."""
+    if isinstance(value, str):
+        return repaired(value)
+    if isinstance(value, dict):
+        items = [(_value_repaired(k), _value_repaired(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if isinstance(value, list | tuple):
+        repaired_items = [_value_repaired(item) for item in value]
+        if all(a is b for a, b in zip(repaired_items, value, strict=True)):
+            return value
+        return repaired_items if isinstance(value, list) else tuple(repaired_items)
+    return value
 
 
 def refused(exc: UnicodeEncodeError, doing: str) -> ValueError:

@@ -25,14 +25,16 @@ A stretch of one event is the row it always was. An event written outside a batc
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
+from subagents.logs import get_logger
 from subagents.messages import Event, EventKind, StoredEvent
 from subagents.store.deferred import GROUPED, Params, joined
-from subagents.store.lone_surrogates import event_repaired
+from subagents.store.lone_surrogates import escaped, event_repaired
 from subagents.store.row_checks import READS_BACK, flat_event_reads_back
 
 GROUP_KIND = "events"
@@ -53,6 +55,8 @@ _NUMBERED = (
 own count, which every row, and these, move on)."""
 
 _encoder = msgspec.json.Encoder()
+_isfinite = math.isfinite
+log = get_logger("subagents.store")
 
 
 class _Group(msgspec.Struct, frozen=True, array_like=True):
@@ -108,6 +112,21 @@ def held_row(event: Event) -> Params | None:
         return (event.run_id, kind, event.ts, None, event)
     text = item_text(event)
     return None if text is None else (event.run_id, kind, event.ts, text, event)
+
+
+def held_checked(event: Event) -> Params | None:
+    """``event`` as a ``HELD_EVENT`` row, unencoded and unchecked: a write that says it is
+    sure (``AppendEvent.checked``: a straight mail's two events, known to encode and read
+    back from the records they are made of). It is encoded with its run's row when the
+    batch is sent, as a flat one is; ``statements_kept`` repairs or refuses it there should
+    that trust ever break. Its time alone is looked at (``held_row`` when it is not a
+    finite float): no record vouches for it (the supervisor's clock), and a NaN would be
+    written as ``null``, encoded without error and never read back (the run's events
+    unreadable past it), which ``statements_kept`` could not catch."""
+    ts = event.ts
+    if type(ts) is float and _isfinite(ts):
+        return (event.run_id, event.kind._value_, ts, None, event)
+    return held_row(event)
 
 
 def statements(rows: list[Params]) -> list[tuple[str, Params]]:
@@ -167,17 +186,45 @@ _MANY = 16
 
 
 def statements_kept(rows: list[Params]) -> list[tuple[str, Params]]:
-    """``statements``; a lone surrogate in a held event's run fields (which ``held_row``
-    does not encode: a check per durable mail's event) repaired and named in the log
-    (``lone_surrogates``), not the whole batch failed at its commit."""
+    """``statements``; should an event held unencoded (a flat one, whose run fields
+    ``held_row`` does not encode: a check per durable mail's event; a ``checked`` one, not
+    checked at all) fail to encode when sent, each held event is repaired or refused alone
+    (``_kept_alone``), not the whole batch failed at its commit (for the supervisor's group:
+    every run's writes lost, an outage, for one event)."""
     try:
         return statements(rows)
-    except UnicodeEncodeError:
-        fixed: list[Params] = []
-        for row in rows:
-            event = event_repaired(row[4])
-            fixed.append(row if event is row[4] else (event.run_id, *row[1:4], event))
-        return statements(fixed)
+    except _UNENCODABLE:
+        return statements(_kept_alone(rows))
+
+
+_UNENCODABLE = (ValueError, TypeError, OverflowError, RecursionError, msgspec.EncodeError)
+"""What msgspec's encoder raises for what it cannot encode (``UnicodeEncodeError`` is a
+``ValueError``: a lone surrogate; ``TypeError``: a value of a type it does not know)."""
+
+
+def _kept_alone(rows: list[Params]) -> list[Params]:
+    """``rows`` with each event's texts repaired (``lone_surrogates.event_repaired``: a lone
+    surrogate in its run fields or its data, as U+FFFD, named in the log), and any event
+    that still cannot be encoded (a value msgspec does not know, in a ``checked`` event's
+    data) left out, named in the log as an error: one event refused, as ``append_event``
+    refuses one it checks (``encode_row``), the rest of the batch kept."""
+    kept: list[Params] = []
+    for row in rows:
+        event: Event = row[4]
+        try:
+            event = event_repaired(event)
+            _encoder.encode(event)
+        except _UNENCODABLE as exc:
+            log.error(
+                "an event held to be written cannot be encoded: left out, the rest of its"
+                " batch kept",
+                kind=event.kind._value_,
+                run_id=escaped(str(event.run_id)),
+                error=escaped(repr(exc)),
+            )
+            continue
+        kept.append(row if event is row[4] else (event.run_id, *row[1:4], event))
+    return kept
 
 
 GROUPED[HELD_EVENT] = statements_kept

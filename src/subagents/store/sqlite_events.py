@@ -19,6 +19,7 @@ from subagents.store.sqlite_event_groups import (
     GROUP_KIND,
     HELD_EVENT,
     expand,
+    held_checked,
     held_row,
     in_order,
 )
@@ -60,19 +61,21 @@ class EventRows:
             f"appending a {kind} event of run {event.run_id}",
         )
 
-    def hold_all(self, events: list[Event]) -> None:
-        """``append_event`` of each of ``events`` in order, inside the open batch: those held
-        (``held_row``) as one entry (``Transactions.defer_rows``: one ``doing`` text, one
-        entry for the batch's flush to walk), any other a row of its own, checked as
-        ``append_event`` checks it (a bad one refused by name, those before it held)."""
+    def hold_all(self, appends: Sequence[AppendEvent]) -> None:
+        """``append_event`` of each of ``appends``' events in order, inside the open batch:
+        those held (``held_row``; a ``checked`` one as it is, ``held_checked``) as one entry
+        (``Transactions.defer_rows``: one ``doing`` text, one entry for the batch's flush to
+        walk), any other a row of its own, checked as ``append_event`` checks it (a bad one
+        refused by name, those before it held)."""
         tx = self.tx
         if not tx.in_batch:  # (``HELD_EVENT`` rows are sent only by a batch's flush)
-            for event in events:
-                self.append_event(event)
+            for append in appends:
+                self.append_event(append.event)
             return
         rows: list[Params] = []
-        for event in events:
-            row = held_row(event)
+        for append in appends:
+            event = append.event
+            row = held_checked(event) if append.checked else held_row(event)
             if row is not None:
                 rows.append(row)
                 continue
@@ -171,10 +174,10 @@ def write_holding_events(store: Any, writes: Sequence[Write]) -> None:
     events: EventRows | None = store._events if _appends_as_sqlite(type(store)) else None
     skip = superseded(writes) if len(writes) > 1 else ()
     apply = APPLY
-    held: list[Event] = []
+    held: list[AppendEvent] = []
     for i, write in enumerate(writes):
         if type(write) is AppendEvent and events is not None:
-            held.append(write.event)
+            held.append(write)
             continue
         if i in skip:
             continue

@@ -37,6 +37,17 @@ class SaveRun(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 class AppendEvent(msgspec.Struct, frozen=True, gc=False, tag=True):
     event: Event
+    checked: bool = False
+    """The event surely encodes and reads back, known from what was checked before it was
+    made, so a store may hold it without checking it field by field: a straight mail's two
+    events (``supervision/mailing.announce_one``), whose run fields come from their runs'
+    records (each checked to read back when it was saved) and whose data are the mail's id
+    and its sender's and recipient's run ids (checked by its sender's record of the mail,
+    ``sqlite_mail.mail_row``); its time alone is looked at (``held_checked``). Why: that
+    check was ~12k of a durable mail's instructions on the supervisor
+    (``benchmarks/README.md``, session 32). Should the trust ever break, the SQLite store
+    finds it when it sends the batch and keeps the rest of the batch:
+    ``sqlite_event_groups.statements_kept`` repairs or refuses that one event."""
 
 
 class SaveCheckpoint(msgspec.Struct, frozen=True, gc=False, tag=True):

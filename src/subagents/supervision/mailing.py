@@ -31,7 +31,7 @@ from subagents.messages import (
     SendMail,
 )
 from subagents.store.writes import AppendEvent, SaveMails, SetMailsState, Write
-from subagents.supervision.effects import Decided, event_of
+from subagents.supervision.effects import Decided, Publish, event_of
 from subagents.supervision.runs import RunState, RunTable
 
 _SENT, _DELIVERED_EVENT = EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED
@@ -77,27 +77,40 @@ def announce(
 
 
 def announce_one(
-    runs: RunTable, ts: float, mail: Mail, target: RunState, decided: Decided, publish: bool
+    runs: RunTable,
+    ts: float,
+    mail: Mail,
+    target: RunState,
+    decided: Decided,
+    publish: bool,
+    checked: bool = False,
 ) -> None:
     """``announce`` of one mail that reached ``target`` (its recipient, looked up already),
     the same events, both at ``ts``: a mail that went straight, heard of alone
     (``MailRoom.posted``: every mail of a ping-pong), needs no pairs grouped nor its
     recipient found again. Unless ``publish``, the events are only kept (nobody is handed
-    them: ``Recorded.published``)."""
+    them: ``Recorded.published``). ``checked``: the mail was recorded by its sender (its ids
+    checked to encode and read back), so the events' writes say so (``AppendEvent.checked``:
+    their run fields are their runs' records', checked when saved)."""
     sender_state = runs.get(mail.sender)
+    writes = decided.writes
     if not publish:
-        writes = decided.writes
         if sender_state is not None:
             data = {"mail_id": mail.mail_id, "recipient": mail.recipient}
-            writes.append(AppendEvent(event_of(_SENT, sender_state.record, ts, data)))
+            writes.append(AppendEvent(event_of(_SENT, sender_state.record, ts, data), checked))
         data = {"mail_id": mail.mail_id, "sender": mail.sender}
-        writes.append(AppendEvent(event_of(_DELIVERED_EVENT, target.record, ts, data)))
+        writes.append(AppendEvent(event_of(_DELIVERED_EVENT, target.record, ts, data), checked))
         return
+    effects = decided.effects
     if sender_state is not None:
         data = {"mail_id": mail.mail_id, "recipient": mail.recipient}
-        decided.event(_SENT, sender_state.record, ts, data)
+        event = event_of(_SENT, sender_state.record, ts, data)
+        writes.append(AppendEvent(event, checked))
+        effects.append(Publish(event))
     data = {"mail_id": mail.mail_id, "sender": mail.sender}
-    decided.event(_DELIVERED_EVENT, target.record, ts, data)
+    event = event_of(_DELIVERED_EVENT, target.record, ts, data)
+    writes.append(AppendEvent(event, checked))
+    effects.append(Publish(event))
 
 
 def event_mail_ids(data: dict[str, Any]) -> list[str]:

@@ -211,7 +211,7 @@ class MailRoom:
         target = self.runs.live(mails[0].recipient) if one else None
         if target is not None and (mail := mails[0]).state is not _DEAD:
             target.inbox[mail.mail_id] = mail  # (as below, for one)
-            announce_one(self.runs, self.now(), mail, target, out, publish)
+            announce_one(self.runs, self.now(), mail, target, out, publish, msg.recorded)
             if msg.delivered_to[0] != target.attempt and target.reads is None:
                 out.effects.append(Tell(mail.recipient, DeliverMail(mails=(mail,))))
             return out

@@ -5,7 +5,9 @@ record of it: the sender's ``MailPosted`` and the recipient's ``Journal`` (its e
 read receipt), put in the line of late reports (``actors/group_linger.py``) and taken tens
 at a time. Decided one report at a time, each cost a decision, a nested store batch and
 their upkeep (two per mail, ~40% of the supervisor's thread in a durable ping-pong); a run
-of them in the line is one decision and one nested batch.
+of them in the line is one decision and one nested batch. A reply's journal, committed
+with the reply by its sender, rides in the reply's ``MailPosted`` (``read_mail``, session
+32): one report per mail of a ping-pong, not two.
 
 Nothing else changes: each report is decided by the rules it always was, in order (the mail
 kept and announced, or a dead letter: ``MailRoom.posted``; the journal kept and its mail
@@ -25,7 +27,7 @@ from subagents.store.writes import AppendEvent, SaveJournal, SaveMails, SetMails
 from subagents.supervision.effects import Decided
 from subagents.supervision.isolated import each
 from subagents.supervision.mailroom import MailRoom
-from subagents.supervision.runs import RunTable
+from subagents.supervision.runs import RunState, RunTable
 
 Record = MailPosted | Journal | MailRead
 """A report that only records what happened."""
@@ -96,8 +98,11 @@ class Recorded:
         posted, journal = self._mail.posted, self.journal
         for report in reports:
             try:
-                if type(report) is MailPosted:  # (``one`` written out: two a mail)
-                    decided = posted(report, publish)
+                if type(report) is MailPosted:  # (``one`` written out: one a mail)
+                    if report.read_mail:  # (a reply's: its journal folded in)
+                        decided = self._read_then_posted(report, publish)
+                    else:
+                        decided = posted(report, publish)
                 elif type(report) is Journal:
                     decided = journal(report)
                 else:
@@ -127,7 +132,44 @@ class Recorded:
         one report of a line written again alone): its events published only if someone is
         handed them, as in a line (``all``); before, such a mail's were always published."""
         wanted = self.published
-        return self._mail.posted(report, wanted(_SENT) or wanted(_DELIVERED))
+        publish = wanted(_SENT) or wanted(_DELIVERED)
+        if report.read_mail:
+            return self._read_then_posted(report, publish)
+        return self._mail.posted(report, publish)
+
+    def _read_then_posted(self, report: MailPosted, publish: bool) -> Decided:
+        """``report``'s folded journal (``MailPosted.read_mail``) decided as that
+        ``Journal(recorded=True)`` was (``_read_recorded``), then its mail."""
+        state = self._runs.reporting(report.run_id, report.attempt)
+        if state is None:  # (rare: an ended run's, a start's that is over)
+            out = Decided()
+            self._read_recorded(None, report.run_id, report.read_mail, report.attempt, out)
+            return out.add(self._mail.posted(report, publish))
+        inbox = state.inbox  # (``_read_recorded`` of a live run written out: every reply)
+        for mail_id in report.read_mail:
+            inbox.pop(mail_id, None)
+        return self._mail.posted(report, publish)
+
+    def _read_recorded(
+        self,
+        state: RunState | None,
+        run_id: str,
+        read_mail: tuple[str, ...],
+        attempt: int,
+        out: Decided,
+    ) -> None:
+        """The mail a journal its sender committed said it read (``Journal.recorded``, or
+        folded into its ``MailPosted``: ``read_mail``), ``state`` its run as
+        ``RunTable.reporting`` found it: out of the run's inbox, the receipt committed
+        already; None (an ended run, a start that is over): as ``MailRoom.read`` decides (void
+        for a start that is over)."""
+        if state is None:
+            if read_mail:  # (an earlier start's receipt is void: MailRoom.read)
+                out.add(self._mail.read(run_id, read_mail, attempt))
+            return
+        inbox = state.inbox
+        for mail_id in read_mail:
+            inbox.pop(mail_id, None)
 
     def reads(self, receipts: Sequence[MailRead]) -> Decided:
         """Read receipts (one, or a run of consecutive ones) in order, each alone: one whose
@@ -146,14 +188,9 @@ class Recorded:
         read it)."""
         out = Decided()
         state = self._runs.reporting(msg.run_id, msg.attempt)
-        if state is None:  # (an ended run's, or a start's that is over: no entry kept)
-            if msg.read_mail:  # (an earlier start's receipt is void: MailRoom.read)
-                out.add(self._mail.read(msg.run_id, msg.read_mail, msg.attempt))
-            return out
-        if msg.recorded:  # entries and receipts committed by its sender's straight mail
-            inbox = state.inbox
-            for mail_id in msg.read_mail:
-                inbox.pop(mail_id, None)
+        if state is None or msg.recorded:  # (an ended run's, or a start's that is over: no
+            # entry kept; or entries and receipts committed by its sender's straight mail)
+            self._read_recorded(state, msg.run_id, msg.read_mail, msg.attempt, out)
             return out
         if msg.entries:
             out.writes.append(SaveJournal(msg.run_id, msg.entries))
