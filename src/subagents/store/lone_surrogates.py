@@ -10,9 +10,19 @@ data checked when held). A lone surrogate there failed the whole batch at its co
 other run's writes of the group lost, for one event's name (and, before session 31, the
 transaction was left open, holding the file's write lock). Checking each held event's run
 fields when held would cost every durable mail's two events; repaired when sent, it costs
-nothing until one is found."""
+nothing until one is found.
+
+Keys a store holds raw in a batch, not inside a row it encodes (the mail ids of
+``set_mail_state``/``set_mails_state``, a subscription's run, root and topic, the run of
+``drop_subscriptions``, ``mark_outcome_delivered``, ``drop_preview``), are checked at the
+call (``keys_checked``): such a key used to fail its whole batch when the batch was sent
+(cleanly since session 31, but every other write of the group lost); it is now refused alone,
+a ``ValueError`` naming it, its nested batch alone failed (session 32). An id is ASCII nearly
+always: the check is ``isascii`` then, no encoding."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import msgspec
 
@@ -57,6 +67,18 @@ def event_repaired(event: Event) -> Event:
         texts={name: repr(fields[name]) for name in changed},
     )
     return msgspec.structs.replace(event, **changed)
+
+
+def keys_checked(doing: str, keys: Iterable[str | None]) -> None:
+    """A ``ValueError`` (``refused``: what it was ``doing`` and the key, named) when one of
+    ``keys``, held raw until its batch is sent, holds a lone surrogate (see the module)."""
+    for key in keys:
+        if key is None or key.isascii():
+            continue
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise refused(exc, doing) from None
 
 
 def refused(exc: UnicodeEncodeError, doing: str) -> ValueError:
