@@ -106,72 +106,21 @@ def _wait_out(pause_s: float) -> None:
     time.sleep(pause_s)
 
 
-class _OpenBatch(threading.local):
-    """One thread's open batch (each thread sees its own: see the module)."""
+class _Calls:
+    """The store's calls on their way to the head and back: each answer or its failure as a
+    ``StoreError``, a restarting head waited out (see the module). Apart from ``ClusterStore``
+    (which keeps the protocol) so that each stays one thing."""
 
-    def __init__(self) -> None:
-        self.held: list[StoreCall] = []
-        self.base = 0
-        """How many of the open batch's writes were sent already (with a claim of commands)."""
-        self.depth = 0
-
-
-class ClusterStore(RunStore):
-    """A ``RunStore`` served by the cluster's store actor (``head``); where it keeps a
-    narrower promise than a local file, its method says so (and the module)."""
-
-    def __init__(self, actor: Any, *, name: str = HEAD_ACTOR, address: str = "") -> None:
-        self._ray = import_ray()
-        self._actor = actor
+    def __init__(self, ray: Any, name: str) -> None:
+        self._ray = ray
         self.name = name
-        self._batches = _OpenBatch()
-        self._closed = False
-        from subagents.cluster.head import refuse_another_protocol
 
-        refuse_another_protocol(actor, self._asked, name)  # first: any other answer may differ
-        info: StoreInfo = self._asked(lambda: actor.info.remote(PROTOCOL), "info")
-        self.path = Path(info.path)
-        """The store's file, on the head node (``host``): for messages; never opened here."""
-        self.host = info.host
-        key = hashlib.sha256(f"{address}\0{name}\0{info.host}\0{info.path}".encode()).hexdigest()
-        self.key = key[:16]
-        """Names this store among others (the CLI keeps its last listing per store)."""
-
-    @classmethod
-    def connect(
-        cls,
-        address: str,
-        *,
-        name: str = HEAD_ACTOR,
-        path: str | None = None,
-        create: bool = False,
-    ) -> ClusterStore:
-        """Join the cluster at ``address`` and reach its store ``name`` (``create``: start it
-        on the head, serving ``path``, if it is not running)."""
-        from subagents.cluster.head import head_actor
-
-        connect(address)
-        return cls(head_actor(name=name, path=path, create=create), name=name, address=address)
-
-    # ---- transport -------------------------------------------------------------------------
-
-    def run_on_head(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in a task on the head node, where the store's file is (what only its
-        file system can tell: ``runtime._store_reach``); its error raised here as it was
-        there."""
-        from subagents.cluster.head import HEAD_RESOURCE
-
-        task = self._ray.remote(fn).options(
-            num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_retries=0
-        )
-        return self._told(lambda: task.remote(*args), f"running {fn.__name__} on the head")
-
-    def _asked(self, send: Callable[[], Any], doing: str) -> Any:
+    def asked(self, send: Callable[[], Any], doing: str) -> Any:
         """A read: ``send()``'s answer, sent again while Ray says the head is restarting
         (a read changes nothing), within ``CALL_TIMEOUT_S`` in all (see the module)."""
         return self._call(send, doing, write=False)
 
-    def _told(self, send: Callable[[], Any], doing: str) -> Any:
+    def told(self, send: Callable[[], Any], doing: str) -> Any:
         """A write (or a call that writes and answers): ``send()``'s answer, sent again only
         when Ray refused it unsent, its head restarting; one that may have reached the head
         is an ``UnsureWrite`` (see the module)."""
@@ -224,6 +173,69 @@ class ClusterStore(RunStore):
             raise _Restarting(exc) from exc
         except ray.exceptions.RayActorError as exc:
             raise self._lost(doing, exc) from exc
+
+
+class _OpenBatch(threading.local):
+    """One thread's open batch (each thread sees its own: see the module)."""
+
+    def __init__(self) -> None:
+        self.held: list[StoreCall] = []
+        self.base = 0
+        """How many of the open batch's writes were sent already (with a claim of commands)."""
+        self.depth = 0
+
+
+class ClusterStore(RunStore):
+    """A ``RunStore`` served by the cluster's store actor (``head``); where it keeps a
+    narrower promise than a local file, its method says so (and the module)."""
+
+    def __init__(self, actor: Any, *, name: str = HEAD_ACTOR, address: str = "") -> None:
+        self._ray = import_ray()
+        self._actor = actor
+        self.name = name
+        self._batches = _OpenBatch()
+        calls = _Calls(self._ray, name)
+        self._asked, self._told = calls.asked, calls.told
+        self._closed = False
+        from subagents.cluster.head import refuse_another_protocol
+
+        refuse_another_protocol(actor, self._asked, name)  # first: any other answer may differ
+        info: StoreInfo = self._asked(lambda: actor.info.remote(PROTOCOL), "info")
+        self.path = Path(info.path)
+        """The store's file, on the head node (``host``): for messages; never opened here."""
+        self.host = info.host
+        key = hashlib.sha256(f"{address}\0{name}\0{info.host}\0{info.path}".encode()).hexdigest()
+        self.key = key[:16]
+        """Names this store among others (the CLI keeps its last listing per store)."""
+
+    @classmethod
+    def connect(
+        cls,
+        address: str,
+        *,
+        name: str = HEAD_ACTOR,
+        path: str | None = None,
+        create: bool = False,
+    ) -> ClusterStore:
+        """Join the cluster at ``address`` and reach its store ``name`` (``create``: start it
+        on the head, serving ``path``, if it is not running)."""
+        from subagents.cluster.head import head_actor
+
+        connect(address)
+        return cls(head_actor(name=name, path=path, create=create), name=name, address=address)
+
+    # ---- transport -------------------------------------------------------------------------
+
+    def run_on_head(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a task on the head node, where the store's file is (what only its
+        file system can tell: ``runtime._store_reach``); its error raised here as it was
+        there."""
+        from subagents.cluster.head import HEAD_RESOURCE
+
+        task = self._ray.remote(fn).options(
+            num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_retries=0
+        )
+        return self._told(lambda: task.remote(*args), f"running {fn.__name__} on the head")
 
     def _check_open(self) -> None:
         if self._closed:
