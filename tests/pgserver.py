@@ -262,7 +262,11 @@ PREFIX = "subagents-pg-"
 """The servers' temporary directories' prefix (in ``tempfile.gettempdir()``)."""
 OWNER = "owner.json"
 """The file naming a server directory's owner: ``pid``, ``started`` (its start time, so a
-pid taken by another process later is not taken for the owner) and ``bindir``."""
+pid taken by another process later is not taken for the owner), ``machine`` (the kernel
+boot and pid namespace its pid means something in) and ``bindir``."""
+
+STOP_WAIT_S = 120.0
+"""Longest wait for a left server's postmaster to end once told to (``_stop_left``)."""
 
 
 def _started(pid: int) -> int | None:
@@ -274,28 +278,75 @@ def _started(pid: int) -> int | None:
         return None
 
 
+def _machine() -> str | None:
+    """Where a pid means something: the kernel boot and this process's pid namespace (two
+    containers sharing a temporary directory see each other's pids as other processes, or
+    none); None where that cannot be told."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}|{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
 def _own(root: Path, bindir: Path) -> None:
     """Name this process ``root``'s owner (first thing: before a server is there)."""
     pid = os.getpid()
-    owner = {"pid": pid, "started": _started(pid), "bindir": str(bindir)}
+    owner = {"pid": pid, "started": _started(pid), "machine": _machine(), "bindir": str(bindir)}
     (root / OWNER).write_text(json.dumps(owner))
 
 
 def _owner_alive(owner: dict[str, object]) -> bool:
+    """Whether the owner may live: always, unless it is known to be of this boot and pid
+    namespace (else its pid means nothing here) and its pid is gone or another process's."""
     pid = owner.get("pid")
+    machine = owner.get("machine")
+    if machine is None or machine != _machine():
+        return True
     return isinstance(pid, int) and pid > 0 and _started(pid) == owner.get("started")
 
 
-def _stop_left(root: Path, bindir: Path) -> None:
-    """Stop the server of ``root`` if it runs (``-m immediate``), and remove ``root``."""
+def _postmaster(data: Path) -> int | None:
+    """A pidfd of the postmaster serving ``data``, None when none does. The pid its
+    ``postmaster.pid`` names is trusted only once a pidfd holds it and its working directory
+    is ``data`` (a postmaster's is its data directory): a server killed with its run leaves
+    that file behind, and its pid may since be another process's (another run's postmaster:
+    ``pg_ctl stop`` would have signalled it)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        if os.readlink(f"/proc/{pid}/cwd") == str(data.resolve()):
+            return pidfd  # (read after the pidfd was open: it names the same process)
+    except OSError:
+        pass
+    os.close(pidfd)
+    return None
+
+
+def _stop_left(root: Path) -> None:
+    """Stop the server of ``root`` if one runs (SIGQUIT to its postmaster, as ``pg_ctl -m
+    immediate``; through a pidfd checked to name it: ``_postmaster``), and remove ``root``.
+    A postmaster that does not end within ``STOP_WAIT_S`` is left, with its files."""
     data = root / "data"
-    if (data / "postmaster.pid").exists():
-        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run(
-            [*as_postgres, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w",
-             "stop"],
-            capture_output=True, timeout=120, check=False,
-        )  # fmt: skip
+    pidfd = _postmaster(data)
+    if pidfd is not None:
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGQUIT)
+            ended, _, _ = select.select([pidfd], [], [], STOP_WAIT_S)
+        except OSError:
+            ended = [pidfd]  # (gone meanwhile)
+        finally:
+            os.close(pidfd)
+        if not ended:
+            return
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -305,12 +356,13 @@ def sweep_left(tmp: str | None = None) -> list[Path]:
     swept = []
     for found in sorted(Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*")):
         try:
+            mine = found.lstat().st_uid == (found / OWNER).lstat().st_uid == os.geteuid()
             owner = json.loads((found / OWNER).read_text())
         except (OSError, ValueError):
             continue  # no owner named (yet): maybe a live run's
-        if not isinstance(owner, dict) or _owner_alive(owner):
-            continue
-        _stop_left(found, Path(str(owner.get("bindir", ""))))
+        if not mine or not isinstance(owner, dict) or _owner_alive(owner):
+            continue  # (another user's: not ours to judge, nor to remove)
+        _stop_left(found)
         swept.append(found)
     return swept
 
@@ -337,7 +389,7 @@ def _watching(root: Path) -> None:
     if pidfd >= 0 and _owner_alive(owner):  # (the pidfd names the owner: it lived after)
         select.select([pidfd], [], [])
     if root.exists():
-        _stop_left(root, Path(owner["bindir"]))
+        _stop_left(root)
 
 
 def start_server() -> PgServer:
@@ -355,7 +407,7 @@ def start_server() -> PgServer:
             for group in (TRUSTED_ROLE, ELSEWHERE_ROLE, TCP_ROLE):
                 conn.execute(f'CREATE ROLE "{group}" NOLOGIN')
     except BaseException:
-        _stop_left(root, bindir)
+        _stop_left(root)
         raise
     return server
 

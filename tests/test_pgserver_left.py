@@ -7,7 +7,9 @@ server as the session fixture does) is SIGKILLed."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,3 +87,37 @@ def test_a_server_whose_watch_died_too_is_swept_by_the_next_run_and_a_live_ones_
     finally:
         _killed(run)
         pgserver.sweep_left()
+
+
+def test_a_left_postmaster_pid_now_anothers_is_never_signalled(pg_server: PgServer) -> None:
+    """A server killed with its run leaves ``postmaster.pid`` behind, and its pid may since be
+    another process's (another run's postmaster): the sweep signals only a process whose
+    working directory is that server's data directory. Failed before the fix (``pg_ctl
+    stop`` signalled the pid it read: here a stand-in, killed by its SIGQUIT)."""
+    other = subprocess.Popen(
+        ["sleep", "600"],  # (running once Popen returns: it waits for the exec)
+        cwd="/",
+        user="postgres" if os.geteuid() == 0 else None,  # (as a postmaster would be)
+    )
+    swept = Path(tempfile.mkdtemp())  # (a folder the postgres user reaches, as /tmp)
+    os.chmod(swept, 0o755)
+    try:
+        root = Path(tempfile.mkdtemp(prefix=pgserver.PREFIX, dir=swept))
+        os.chmod(root, 0o755)
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        dead = int(gone.stdout)
+        (root / pgserver.OWNER).write_text(
+            json.dumps({"pid": dead, "started": -1, "machine": pgserver._machine(),
+                        "bindir": str(pgserver._binaries())})
+        )  # fmt: skip
+        (root / "data").mkdir()
+        (root / "data" / "PG_VERSION").write_text("15\n")
+        (root / "data" / "postmaster.pid").write_text(f"{other.pid}\n{root / 'data'}\n")
+        assert pgserver.sweep_left(str(swept)) == [root]
+        assert not root.exists()
+        assert other.poll() is None  # never signalled
+    finally:
+        other.kill()
+        other.wait()
+        shutil.rmtree(swept, ignore_errors=True)
