@@ -298,12 +298,12 @@ def _own(root: Path, bindir: Path) -> None:
 
 def _owner_alive(owner: dict[str, object]) -> bool:
     """Whether the owner may live: always, unless it is known to be of this boot and pid
-    namespace (else its pid means nothing here) and its pid is gone or another process's."""
-    pid = owner.get("pid")
-    machine = owner.get("machine")
-    if machine is None or machine != _machine():
-        return True
-    return isinstance(pid, int) and pid > 0 and _started(pid) == owner.get("started")
+    namespace (else its pid means nothing here), with its start time, and its pid is gone or
+    another process's."""
+    pid, started, machine = owner.get("pid"), owner.get("started"), owner.get("machine")
+    if machine is None or machine != _machine() or started is None:
+        return True  # (a start time its owner could not read: none to compare)
+    return isinstance(pid, int) and pid > 0 and _started(pid) == started
 
 
 def _postmaster(data: Path) -> int | None:
