@@ -8,6 +8,16 @@ CI image (``/usr/lib/postgresql/15/bin``); the server refuses to run as root, so
 runs as the ``postgres`` user (``runuser``), in a temporary directory, on a free port of
 127.0.0.1, and is stopped (``-m immediate``) at the end of the session.
 
+A run killed before its end (SIGKILL, a hung worker killed, a closed terminal) used to leave
+its server running for good (a newcomer found two, session 31). So the server's directory
+names its owner (``OWNER``: the process's pid and start time), and what a dead run left is
+stopped and removed twice over: by a watch started with the server (``python pgserver.py
+watch``, in a session of its own so that a kill of the run's process group spares it), which
+waits on the owner's pidfd; and, where that watch was killed too (``kill -9`` of everything),
+by the next run's ``sweep_left`` before it starts its own server. A directory without the
+file (a run of before session 32, or another's still being set up) is never touched: it may
+be a live run's.
+
 No server binaries, or no psycopg: the tests that need them are skipped saying which is
 missing, never silently; under ``CI=true`` they fail instead (CI must run them).
 
@@ -20,11 +30,14 @@ from __future__ import annotations
 import contextlib
 import glob
 import itertools
+import json
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -109,6 +122,8 @@ class PgServer:
     """The server's defaults (fsync on: a commit waits for the disk); else fsync off, as
     throwaway servers for tests are (a crash of the machine loses the test anyway)."""
     _names: Iterator[int] = field(default_factory=itertools.count)
+    watch: subprocess.Popen[bytes] | None = None
+    """The watch of this server's owner (``_watch``), ended at the server's own stop."""
 
     @property
     def data(self) -> Path:
@@ -243,15 +258,148 @@ def _start_on_a_free_port(server: PgServer) -> None:
     server.start()
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """The session's PostgreSQL server (skipped, or failed under CI, where none can run)."""
-    require_postgres()
+PREFIX = "subagents-pg-"
+"""The servers' temporary directories' prefix (in ``tempfile.gettempdir()``)."""
+OWNER = "owner.json"
+"""The file naming a server directory's owner: ``pid``, ``started`` (its start time, so a
+pid taken by another process later is not taken for the owner), ``machine`` (the kernel
+boot and pid namespace its pid means something in) and ``bindir``."""
+
+STOP_WAIT_S = 120.0
+"""Longest wait for a left server's postmaster to end once told to (``_stop_left``)."""
+
+
+def _started(pid: int) -> int | None:
+    """``pid``'s start time (clock ticks since boot, /proc's stat), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _machine() -> str | None:
+    """Where a pid means something: the kernel boot and this process's pid namespace (two
+    containers sharing a temporary directory see each other's pids as other processes, or
+    none); None where that cannot be told."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}|{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _own(root: Path, bindir: Path) -> None:
+    """Name this process ``root``'s owner (first thing: before a server is there)."""
+    pid = os.getpid()
+    owner = {"pid": pid, "started": _started(pid), "machine": _machine(), "bindir": str(bindir)}
+    (root / OWNER).write_text(json.dumps(owner))
+
+
+def _owner_alive(owner: dict[str, object]) -> bool:
+    """Whether the owner may live: always, unless it is known to be of this boot and pid
+    namespace (else its pid means nothing here), with its start time, and its pid is gone or
+    another process's."""
+    pid, started, machine = owner.get("pid"), owner.get("started"), owner.get("machine")
+    if machine is None or machine != _machine() or started is None:
+        return True  # (a start time its owner could not read: none to compare)
+    return isinstance(pid, int) and pid > 0 and _started(pid) == started
+
+
+def _postmaster(data: Path) -> int | None:
+    """A pidfd of the postmaster serving ``data``, None when none does. The pid its
+    ``postmaster.pid`` names is trusted only once a pidfd holds it and its working directory
+    is ``data`` (a postmaster's is its data directory): a server killed with its run leaves
+    that file behind, and its pid may since be another process's (another run's postmaster:
+    ``pg_ctl stop`` would have signalled it)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        if os.readlink(f"/proc/{pid}/cwd") == str(data.resolve()):
+            return pidfd  # (read after the pidfd was open: it names the same process)
+    except OSError:
+        pass
+    os.close(pidfd)
+    return None
+
+
+def _stop_left(root: Path) -> None:
+    """Stop the server of ``root`` if one runs (SIGQUIT to its postmaster, as ``pg_ctl -m
+    immediate``; through a pidfd checked to name it: ``_postmaster``), and remove ``root``.
+    A postmaster that does not end within ``STOP_WAIT_S`` is left, with its files."""
+    data = root / "data"
+    pidfd = _postmaster(data)
+    if pidfd is not None:
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGQUIT)
+            ended, _, _ = select.select([pidfd], [], [], STOP_WAIT_S)
+        except OSError:
+            ended = [pidfd]  # (gone meanwhile)
+        finally:
+            os.close(pidfd)
+        if not ended:
+            return
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def sweep_left(tmp: str | None = None) -> list[Path]:
+    """Stop and remove every server a dead run left in ``tmp`` (None: the temporary
+    directory); the ones whose owner lives, or that name none, are left. The ones swept."""
+    swept = []
+    for found in sorted(Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        try:
+            mine = found.lstat().st_uid == (found / OWNER).lstat().st_uid == os.geteuid()
+            owner = json.loads((found / OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # no owner named (yet): maybe a live run's
+        if not mine or not isinstance(owner, dict) or _owner_alive(owner):
+            continue  # (another user's: not ours to judge, nor to remove)
+        _stop_left(found)
+        swept.append(found)
+    return swept
+
+
+def _watch(root: Path) -> subprocess.Popen[bytes]:
+    """The watch of ``root``'s owner (this process): stops and removes its server when this
+    process has ended without doing so (see the module)."""
+    return subprocess.Popen(
+        [sys.executable, __file__, "watch", str(root)],
+        start_new_session=True,  # (a kill of the run's group spares it)
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _watching(root: Path) -> None:
+    """The watch's body: wait for the owner's end, then sweep ``root`` if it is still there."""
+    owner = json.loads((root / OWNER).read_text())
+    try:
+        pidfd = os.pidfd_open(int(owner["pid"]))
+    except ProcessLookupError:
+        pidfd = -1
+    if pidfd >= 0 and _owner_alive(owner):  # (the pidfd names the owner: it lived after)
+        select.select([pidfd], [], [])
+    if root.exists():
+        _stop_left(root)
+
+
+def start_server() -> PgServer:
+    """A new throwaway server, owned by this process (watched: see the module)."""
     bindir = _binaries()
     assert bindir is not None
-    root = Path(tempfile.mkdtemp(prefix="subagents-pg-"))
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
     os.chmod(root, 0o755)  # the postgres user reaches its data directory through it
-    server = PgServer(bindir=bindir, root=root, port=_free_port())
+    _own(root, bindir)
+    server = PgServer(bindir=bindir, root=root, port=_free_port(), watch=_watch(root))
     try:
         server.init()
         _start_on_a_free_port(server)
@@ -259,14 +407,32 @@ def pg_server() -> Iterator[PgServer]:
             for group in (TRUSTED_ROLE, ELSEWHERE_ROLE, TCP_ROLE):
                 conn.execute(f'CREATE ROLE "{group}" NOLOGIN')
     except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
+        _stop_left(root)
         raise
+    return server
+
+
+def end_server(server: PgServer) -> None:
+    """Stop ``server`` and remove its files, its watch ended (its owner's own end)."""
+    with contextlib.suppress(RuntimeError):  # already stopped by a test
+        server.stop("immediate")
+    shutil.rmtree(server.root, ignore_errors=True)
+    if server.watch is not None:
+        server.watch.kill()
+        server.watch.wait()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The session's PostgreSQL server (skipped, or failed under CI, where none can run);
+    the servers dead runs left are stopped first (``sweep_left``)."""
+    require_postgres()
+    sweep_left()
+    server = start_server()
     try:
         yield server
     finally:
-        with contextlib.suppress(RuntimeError):  # already stopped by a test
-            server.stop("immediate")
-        shutil.rmtree(root, ignore_errors=True)
+        end_server(server)
 
 
 @pytest.fixture
@@ -371,3 +537,7 @@ def wait_for_lock(url: str, what: str) -> None:
     from polling import wait_until
 
     wait_until(lambda: waiting_for_a_lock(url), what)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["watch"]:
+    _watching(Path(sys.argv[2]))

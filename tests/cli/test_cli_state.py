@@ -222,6 +222,33 @@ def test_a_step_s_mail_event_shows_each_mail_in_the_transcript_and_a_count_live(
     assert journal[2].endswith("a r1  mailed r2")
 
 
+def test_the_live_tree_shows_a_parked_run_until_it_has_a_slot_again_or_ends() -> None:
+    """A waiting run that lent its slot to a queued run says so (the demo showed five
+    children working under a limit of 4, and nothing said why: session 32)."""
+    tree = LiveTree()
+    tree.on_event(_event(EventKind.STARTED, 1.0))
+    tree.on_event(_event(EventKind.WAITING, 1.5))
+    tree.on_event(_event(EventKind.PARKED, 2.0, at_wait=True))
+
+    def label() -> str:
+        return tree._label(tree.rows["r1"], 3.0).plain
+
+    assert "waiting (parked)" in label()
+    tree.on_event(_event(EventKind.UNPARKED, 2.5))
+    assert "parked" not in label() and "waiting" in label()
+    tree.on_event(_event(EventKind.PARKED, 2.6))
+    assert "waiting (parked)" in label()
+    tree.on_event(_event(EventKind.COMPLETED, 2.8))
+    assert "parked" not in label() and "completed" in label()
+    journal = tree.drain()
+    assert journal[1].endswith("a r1  parked: waits without its slot, lent to a queued run")
+    assert journal[2].endswith("a r1  unparked: has a slot again")
+    restarted = LiveTree()  # a new start has its slot
+    restarted.on_event(_event(EventKind.PARKED, 1.0))
+    restarted.on_event(_event(EventKind.STARTED, 2.0))
+    assert "parked" not in restarted._label(restarted.rows["r1"], 3.0).plain
+
+
 def test_transcript_without_a_checkpoint_shows_tool_calls() -> None:
     record = RunRecord(run_id="r1", agent="a", task="t", root_run_id="r1")
     events = [_event(EventKind.TOOL_CALL, 1.0, tool="lookup", input={"q": "x"})]

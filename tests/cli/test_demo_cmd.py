@@ -93,6 +93,8 @@ def test_demo_human_output_ends_with_result_and_a_line_per_run(home: Path) -> No
     for agent in (*agents, "spender"):
         assert agent in runs_section
     assert "queued (position" in out
+    # why more children work at once than the limit: a waiting run lent its slot (session 32)
+    assert "lead" in out and "parked: waits without its slot, lent to a queued run" in out
     assert "restart #1" in out
     assert "budget_exceeded" in out
     assert "lent its slot" not in proc.stderr  # expected: info, not a warning

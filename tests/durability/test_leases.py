@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from polling import wait_until
@@ -212,7 +213,8 @@ def test_runs_of_a_lapsed_lease_are_taken_over_and_that_lease_released(tmp_path:
 def test_a_crashed_runtimes_fence_view_is_dropped_at_the_next_start(tmp_path: Path) -> None:
     """A runtime that crashed holding its lease with no run to take over: its lapsed
     lease's fence view (SQLite v17) is dropped when the next runtime starts, which runs
-    and closes as ever; the lease row stays (its owner named, lapsed) for `subagents stop`."""
+    and closes as ever; the lease row stays (its owner named, lapsed) for `subagents stop`:
+    a lease of another machine may be a stalled host's (only time tells there)."""
     db = tmp_path / "runs.db"
     owner = "far-host:4242:abcd"
     lapsed = Lease(owner=owner, host="far-host", pid=4242, machine="another machine",
@@ -230,6 +232,51 @@ def test_a_crashed_runtimes_fence_view_is_dropped_at_the_next_start(tmp_path: Pa
     assert _fence_views(db) == set()
     assert [lease.owner for lease in store.leases()] == [owner]
     store.close()
+
+
+def _lapsed_here(owner: str, pid: int, renewed_ago: float = 60.0) -> Lease:
+    """A lease of this machine (boot clock and all) for ``pid``, renewed ``renewed_ago``
+    seconds ago, 15 s long (a tiny lease when renewed now: lapsed at once)."""
+    then = time.time() - renewed_ago
+    lease = lease_for(owner, 15.0 if renewed_ago else 0.001, started_at=then, now=then)
+    return msgspec.structs.replace(lease, pid=pid)
+
+
+def test_a_crashed_runtimes_lease_row_goes_at_the_next_start_and_a_stalled_ones_stays(
+    tmp_path: Path,
+) -> None:
+    """Lapsed lease rows of runtimes that crashed on this machine with no run to take over
+    (their process gone, or their pid taken by a process started since their last renewal)
+    are deleted when the next runtime takes its lease; a stalled owner's (its process lives,
+    started before its renewal) stays, and it renews into it; another machine's stays (only
+    time tells there: the test above). Failed before the fix: the crashed ones' rows stayed
+    for ever (only their fence views went)."""
+    db = tmp_path / "runs.db"
+    host = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert host.stdout is not None and host.stdout.readline() == "up\n"
+        stalled = _lapsed_here("here:2:stalled", host.pid, renewed_ago=0.0)  # after its start
+        reused = _lapsed_here("here:3:reused", host.pid)  # renewed before that process began
+        with SQLiteStore(db) as crashed:
+            crashed.acquire_lease(_lapsed_here("here:1:dead", _dead_pid()))
+            stalled_epoch = crashed.acquire_lease(stalled)
+            reused_epoch = crashed.acquire_lease(reused)
+        store = SQLiteStore(db)
+        with Runtime(QUICK_AGENTS, model=QUICK, store=store) as rt:
+            owners = {lease.owner for lease in store.leases()}
+            assert owners == {rt.owner, "here:2:stalled"}, owners
+            assert rt.spawn("quick", "t").result(timeout=60).result == "quick t"
+        # the stalled owner wakes: its lease (nobody took it) is its own still
+        assert store.renew_lease(msgspec.structs.replace(stalled, epoch=stalled_epoch))
+        assert not store.renew_lease(msgspec.structs.replace(reused, epoch=reused_epoch))
+        store.close()
+    finally:
+        host.kill()
+        host.wait()
 
 
 def _fence_views(db: Path) -> set[str]:

@@ -440,22 +440,31 @@ def test_start_needs_a_dispatcher() -> None:
 
 
 def test_idle_actors_hold_no_thread_and_closing_joins_every_thread() -> None:
+    """(Its actors stopped and its dispatcher closed whatever fails: 3,000 live runs are past
+    the GC pacing's threshold, and a dispatcher left open kept them counted, so the pacing
+    frozen, for every later test of the worker.)"""
     before = set(threading.enumerate())
     d = Dispatcher(size=3, stall_s=0.02, name="t-idle")
-    refs = [Recorder.start(dispatcher=d) for _ in range(3_000)]
-    for ref in refs:
-        ref.tell("hello")
-    assert all(ref.ask("report", timeout=WAIT)[0] == ["hello"] for ref in refs)
-    assert d.wait_idle(WAIT)
-    extra = [t for t in threading.enumerate() if t not in before]
-    # however many actors there are: the dispatcher's working threads, at most as many
-    # parked (threads replaced while a drain was slow, kept for the next replacement) and
-    # its watch thread
-    assert len(extra) <= 2 * d.size + 1, [t.name for t in extra]
-    for ref in refs:
-        ref.stop(block=False)
-    assert d.close(WAIT) == []
-    assert not [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    refs: list[Any] = []
+    try:
+        refs = [Recorder.start(dispatcher=d) for _ in range(3_000)]
+        for ref in refs:
+            ref.tell("hello")
+        assert all(ref.ask("report", timeout=WAIT)[0] == ["hello"] for ref in refs)
+        assert d.wait_idle(WAIT)
+        extra = [t for t in threading.enumerate() if t not in before]
+        # however many actors there are: the dispatcher's working threads, at most as many
+        # parked (threads replaced while a drain was slow, kept for the next replacement)
+        # and its watch thread
+        assert len(extra) <= 2 * d.size + 1, [t.name for t in extra]
+        for ref in refs:
+            ref.stop(block=False)
+        assert d.close(WAIT) == []
+        assert not [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    finally:
+        for ref in refs:
+            ref.stop(block=False)
+        d.close(WAIT)  # (nothing more where it closed above)
 
 
 def _threads_in_process() -> int:

@@ -4,6 +4,11 @@
 dict under a lock) and renders, on the caller's thread, a rich Tree of runs with status,
 agent, depth, elapsed time, steps and tokens. On a terminal it redraws in place (rich Live);
 on a pipe or with NO_COLOR it prints plain text once at the end.
+
+A waiting run that lent its concurrency slot to a queued run (``parked``, see
+``supervision/parking.py``) says so (``waiting (parked)``, and a journal line): without it
+the demo showed five children working at once under a limit of 4 (a parked `writer` had lent
+its slot) and a newcomer could not see why (session 32).
 """
 
 from __future__ import annotations
@@ -121,6 +126,9 @@ class Row:
     children: list[str] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)
     """The approvals kept in the store it waits for (asked, not yet answered)."""
+    parked: bool = False
+    """It waits without its concurrency slot (lent to a queued run: ``parked``) until it
+    gets one again (``unparked``) or ends."""
 
 
 class LiveTree:
@@ -185,6 +193,8 @@ class LiveTree:
                 row.mail += int(event.data.get("count", 1))  # one event per step and recipient
             elif event.kind is EventKind.QUEUED:
                 row.note = f"queued #{event.data.get('position', '?')}"
+            elif event.kind in (EventKind.PARKED, EventKind.UNPARKED):
+                row.parked = event.kind is EventKind.PARKED and not row.status.terminal
             elif event.kind is EventKind.APPROVAL_ASKED:
                 row.approvals.append(str(event.data.get("approval_id", "?")))
             elif event.kind is EventKind.APPROVAL_ANSWERED:
@@ -197,6 +207,8 @@ class LiveTree:
                     row.todos = progress(listed)
             if status is not None and not row.status.terminal:
                 row.status = status
+                if event.kind is EventKind.STARTED or status.terminal:
+                    row.parked = False  # (a new start has its slot; an end holds none)
                 if status is RunStatus.RUNNING:
                     row.started = event.ts
                     row.note = ""
@@ -233,6 +245,10 @@ class LiveTree:
             what = f"approval {data.get('approval_id', '?')} answered: " + (
                 "allowed" if data.get("allow") else "denied"
             )
+        elif kind is EventKind.PARKED:
+            what = "parked: waits without its slot, lent to a queued run"
+        elif kind is EventKind.UNPARKED:
+            what = "unparked: has a slot again"
         elif kind is EventKind.STARTED and data.get("resumed"):
             what = "resumed from its checkpoint"
         elif kind is EventKind.STARTED or kind in _TERMINAL_KINDS:
@@ -269,6 +285,8 @@ class LiveTree:
         text.append(printable(row.agent), style="bold")
         text.append(f" {short_id(row.run_id)} ", style="dim")
         text.append(f"{row.status}", style=STATUS_STYLE.get(row.status, ""))
+        if row.parked and not row.status.terminal:
+            text.append(" (parked)", style="dim")  # its slot lent to a queued run
         if row.approvals and not row.status.terminal:
             text.append(f" ({marker(row.approvals)})", style="bold yellow")
         text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")

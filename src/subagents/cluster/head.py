@@ -151,7 +151,7 @@ def head_actor(
         .remote(path, heartbeat_timeout_s)
     )
     if path is not None:
-        refuse_another_protocol(actor, lambda ref, _: ray.get(ref), name)  # (first: below)
+        refuse_another_protocol(actor, lambda send, _: ray.get(send()), name)  # (first: below)
         info: StoreInfo = ray.get(actor.info.remote(PROTOCOL))
         if Path(info.path) != Path(path):
             raise ClusterError(
@@ -161,7 +161,9 @@ def head_actor(
     return actor
 
 
-def refuse_another_protocol(actor: Any, get: Callable[[Any, str], Any], name: str) -> None:
+def refuse_another_protocol(
+    actor: Any, ask: Callable[[Callable[[], Any], str], Any], name: str
+) -> None:
     """A ``ClusterError`` naming both versions when the head serving the store speaks another
     protocol than this process (``store_service.PROTOCOL``): a detached head outlives the
     driver that started it, and mixed versions misread each other (a read the head does not
@@ -171,7 +173,7 @@ def refuse_another_protocol(actor: Any, get: Callable[[Any, str], Any], name: st
     except AttributeError:  # (a head of before session 27: no such method)
         theirs = None
     else:
-        theirs = get(asked.remote(), "protocol")
+        theirs = ask(asked.remote, "protocol")
     if theirs == PROTOCOL:
         return
     said = (

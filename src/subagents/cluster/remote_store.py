@@ -33,6 +33,18 @@ Every failure is a ``StoreError``: the store's own (re-raised as it was on the h
 ``ValueError`` for a bad argument stays one), or the store being unreachable; an
 ``UnsureWrite`` when it was lost (or silent) with the call on its way: a write may or may
 not have been committed (``actors.outage`` reads the store before telling what it decided).
+
+A head Ray is starting again (its process died: ``max_restarts=-1``) is waited out within
+the call's timeout (``CALL_TIMEOUT_S``), not taken for a lost store: Ray says
+``ActorUnavailableError`` of an actor unavailable *for now*. A read is asked again whatever
+that error says (it changes nothing). A write is sent again only when Ray refused it before
+sending it ("The actor is restarting.": Ray fails a call made while its actor is restarting
+without sending it, ``max_task_retries=0``); a write that was on its way when the head went
+("connection reset", "The actor was restarted") may have been committed, so it stays an
+``UnsureWrite``: never written twice. So do the calls that answer and write
+(``take_commands``, the leases, ``post_command``). Session 31 saw the CLI fail so
+(`tests/cli/test_cli_cluster.py`: "The actor is restarting"), as ``cluster.liveness`` had
+taken the same word for a host's death.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -67,7 +80,99 @@ from subagents.messages import (
 from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError, UnsureWrite
 
 CALL_TIMEOUT_S = 60.0
-"""Longest wait for one answer of the store: past it the head is taken as unreachable."""
+"""Longest wait for one answer of the store (a restarting head waited out included): past
+it the head is taken as unreachable."""
+
+NOT_SENT = "The actor is restarting."
+"""What Ray says (inside ``ActorUnavailableError``) of a call it failed without sending it,
+its actor being restarted (Ray's ``ActorTaskSubmitter::SendPendingTasks``): a write so
+refused was not applied, and may be sent again."""
+
+AGAIN_FIRST_S = 0.05
+AGAIN_MOST_S = 1.0
+"""The pause before asking a restarting head again: doubled from the first to the most."""
+
+
+class _Restarting(Exception):
+    """Ray's ``ActorUnavailableError`` (``error``) of a call: the head unavailable for now."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _wait_out(pause_s: float) -> None:
+    """The pause before asking a restarting head again (a test finds a call waiting here)."""
+    time.sleep(pause_s)
+
+
+class _Calls:
+    """The store's calls on their way to the head and back: each answer or its failure as a
+    ``StoreError``, a restarting head waited out (see the module). Apart from ``ClusterStore``
+    (which keeps the protocol) so that each stays one thing."""
+
+    def __init__(self, ray: Any, name: str) -> None:
+        self._ray = ray
+        self.name = name
+
+    def asked(self, send: Callable[[], Any], doing: str) -> Any:
+        """A read: ``send()``'s answer, sent again while Ray says the head is restarting
+        (a read changes nothing), within ``CALL_TIMEOUT_S`` in all (see the module)."""
+        return self._call(send, doing, write=False)
+
+    def told(self, send: Callable[[], Any], doing: str) -> Any:
+        """A write (or a call that writes and answers): ``send()``'s answer, sent again only
+        when Ray refused it unsent, its head restarting; one that may have reached the head
+        is an ``UnsureWrite`` (see the module)."""
+        return self._call(send, doing, write=True)
+
+    def _call(self, send: Callable[[], Any], doing: str, *, write: bool) -> Any:
+        until = time.monotonic() + CALL_TIMEOUT_S
+        pause = AGAIN_FIRST_S
+        while True:
+            try:
+                return self._get(send(), doing, until - time.monotonic())
+            except _Restarting as restarting:
+                exc = restarting.error
+                if write and NOT_SENT not in str(exc):
+                    raise self._lost(doing, exc) from exc
+                left = until - time.monotonic()
+                if left <= pause:
+                    raise UnsureWrite(
+                        f"the cluster's store {self.name!r} was restarting for more than"
+                        f" {CALL_TIMEOUT_S:g} s during {doing}"
+                        + (" (a write may or may not have been committed)" if write else "")
+                        + f": {exc}"
+                    ) from exc
+                _wait_out(pause)
+                pause = min(pause * 2, AGAIN_MOST_S)
+
+    def _lost(self, doing: str, exc: Exception) -> UnsureWrite:
+        return UnsureWrite(
+            f"the cluster's store {self.name!r} was lost during {doing} (a write may or may"
+            f" not have been committed): {exc}"
+        )
+
+    def _get(self, ref: Any, doing: str, timeout: float = CALL_TIMEOUT_S) -> Any:
+        """``ref``'s answer, or its failure as a ``StoreError``; ``_Restarting`` when Ray
+        says the head is unavailable for now (the caller decides whether to ask again)."""
+        ray = self._ray
+        try:
+            return ray.get(ref, timeout=max(timeout, 0.0))
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause  # the store's own error, as raised on the head
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise StoreError(f"the cluster's store failed {doing}: {exc}") from exc
+        except ray.exceptions.GetTimeoutError as exc:
+            raise UnsureWrite(
+                f"the cluster's store {self.name!r} did not answer {doing} within"
+                f" {CALL_TIMEOUT_S:g} s"
+            ) from exc
+        except ray.exceptions.ActorUnavailableError as exc:
+            raise _Restarting(exc) from exc
+        except ray.exceptions.RayActorError as exc:
+            raise self._lost(doing, exc) from exc
 
 
 class _OpenBatch(threading.local):
@@ -89,11 +194,13 @@ class ClusterStore(RunStore):
         self._actor = actor
         self.name = name
         self._batches = _OpenBatch()
+        calls = _Calls(self._ray, name)
+        self._asked, self._told = calls.asked, calls.told
         self._closed = False
         from subagents.cluster.head import refuse_another_protocol
 
-        refuse_another_protocol(actor, self._get, name)  # first: any other answer may differ
-        info: StoreInfo = self._get(actor.info.remote(PROTOCOL), "info")
+        refuse_another_protocol(actor, self._asked, name)  # first: any other answer may differ
+        info: StoreInfo = self._asked(lambda: actor.info.remote(PROTOCOL), "info")
         self.path = Path(info.path)
         """The store's file, on the head node (``host``): for messages; never opened here."""
         self.host = info.host
@@ -128,27 +235,7 @@ class ClusterStore(RunStore):
         task = self._ray.remote(fn).options(
             num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_retries=0
         )
-        return self._get(task.remote(*args), f"running {fn.__name__} on the head")
-
-    def _get(self, ref: Any, doing: str) -> Any:
-        ray = self._ray
-        try:
-            return ray.get(ref, timeout=CALL_TIMEOUT_S)
-        except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause  # the store's own error, as raised on the head
-            if isinstance(cause, Exception):
-                raise cause from None
-            raise StoreError(f"the cluster's store failed {doing}: {exc}") from exc
-        except ray.exceptions.GetTimeoutError as exc:
-            raise UnsureWrite(
-                f"the cluster's store {self.name!r} did not answer {doing} within"
-                f" {CALL_TIMEOUT_S:g} s"
-            ) from exc
-        except ray.exceptions.RayActorError as exc:
-            raise UnsureWrite(
-                f"the cluster's store {self.name!r} was lost during {doing} (a write may or may"
-                f" not have been committed): {exc}"
-            ) from exc
+        return self._told(lambda: task.remote(*args), f"running {fn.__name__} on the head")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -161,15 +248,18 @@ class ClusterStore(RunStore):
         if open_batch.depth > 0:
             open_batch.held.append(call)
             return
-        self._get(self._actor.write.remote([call], PROTOCOL), method)
+        self._told(lambda: self._actor.write.remote([call], PROTOCOL), method)
 
     def _read(self, method: str, *args: Any, **kwargs: Any) -> Any:
         self._check_open()
         call = StoreCall(method, args, kwargs)
         held = self._batches.held
         if held:
-            return self._get(self._actor.read_within.remote(list(held), call, PROTOCOL), method)
-        return self._get(self._actor.call.remote(call, PROTOCOL), method)
+            within = list(held)
+            return self._asked(
+                lambda: self._actor.read_within.remote(within, call, PROTOCOL), method
+            )
+        return self._asked(lambda: self._actor.call.remote(call, PROTOCOL), method)
 
     def _answering(self, method: str, *args: Any) -> Any:
         self._check_open()
@@ -178,13 +268,14 @@ class ClusterStore(RunStore):
             held, open_batch.held = open_batch.held, []
             open_batch.base += len(held)
             call = StoreCall(method, args)
-            return self._get(self._actor.write_then.remote(held, call, PROTOCOL), method)
+            return self._told(lambda: self._actor.write_then.remote(held, call, PROTOCOL), method)
         if open_batch.depth > 0:
             raise StoreError(
                 f"{method} inside a batch of a cluster's store: its answer cannot wait for the"
                 " batch to commit; call it outside the batch"
             )
-        return self._get(self._actor.call.remote(StoreCall(method, args), PROTOCOL), method)
+        answering = StoreCall(method, args)
+        return self._told(lambda: self._actor.call.remote(answering, PROTOCOL), method)
 
     # ---- batches ---------------------------------------------------------------------------
 
@@ -211,7 +302,7 @@ class ClusterStore(RunStore):
         if mine.depth == 0 and mine.held:
             calls, mine.held = mine.held, []
             if not self._closed:  # (closed meanwhile by another thread: dropped, as before)
-                self._get(self._actor.write.remote(calls, PROTOCOL), "a batch")
+                self._told(lambda: self._actor.write.remote(calls, PROTOCOL), "a batch")
 
     # ---- runs and transitions --------------------------------------------------------------
 
@@ -271,7 +362,9 @@ class ClusterStore(RunStore):
         read after its held writes."""
         self._check_open()
         held = list(self._batches.held)
-        found = self._get(self._actor.list_runs_sparing.remote(call, held, PROTOCOL), call.method)
+        found = self._asked(
+            lambda: self._actor.list_runs_sparing.remote(call, held, PROTOCOL), call.method
+        )
         records, named = found
         damaged.extend(DamagedRow.from_data(data) for data in named)
         return records

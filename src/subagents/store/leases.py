@@ -189,6 +189,22 @@ def stalled(lease: Lease, now: float | None = None) -> bool:
     )
 
 
+def ended_here(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease``'s runtime has surely ended, so that its row may go: lapsed at ``now``
+    and written on this machine by another process that no longer exists, or whose pid a
+    process started since its last renewal has taken. Never a live owner's (not lapsed), nor
+    one a stalled owner may still renew into (its process exists: ``stalled``), nor the
+    lease of another machine (only time tells there, and it cannot tell a host that died from
+    one that stalled), nor one of this process (another runtime of it may be late to renew)."""
+    return (
+        lapsed(lease, now)
+        and bool(lease.machine)
+        and lease.machine == machine_id()
+        and lease.pid != os.getpid()
+        and (not _process_exists(lease.pid) or _started_after_renewal(lease))
+    )
+
+
 def _started_after_renewal(lease: Lease) -> bool:
     """Whether the process of ``lease.pid`` on this machine started after the lease was last
     renewed: a pid reused since its host died, not its host. Told by the start time Linux

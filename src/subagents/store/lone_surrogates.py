@@ -11,10 +11,19 @@ unchecked since session 32). A lone surrogate there failed the whole batch at it
 every other run's writes of the group lost, for one event's name (and, before session 31,
 the transaction was left open, holding the file's write lock). Checking each held event's
 run fields when held would cost every durable mail's two events; repaired when sent, it
-costs nothing until one is found."""
+costs nothing until one is found.
+
+Keys a store holds raw in a batch, not inside a row it encodes (the mail ids of
+``set_mail_state``/``set_mails_state``, a subscription's run, root and topic, the run of
+``drop_subscriptions``, ``mark_outcome_delivered``, ``drop_preview``), are checked at the
+call (``keys_checked``): such a key used to fail its whole batch when the batch was sent
+(cleanly since session 31, but every other write of the group lost); it is now refused alone,
+a ``ValueError`` naming it, its nested batch alone failed (session 32). An id is ASCII nearly
+always: the check is ``isascii`` then, no encoding."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -84,6 +93,18 @@ def _value_repaired(value: Any) -> Any:
             return value
         return repaired_items if isinstance(value, list) else tuple(repaired_items)
     return value
+
+
+def keys_checked(doing: str, keys: Iterable[str | None]) -> None:
+    """A ``ValueError`` (``refused``: what it was ``doing`` and the key, named) when one of
+    ``keys``, held raw until its batch is sent, holds a lone surrogate (see the module)."""
+    for key in keys:
+        if key is None or key.isascii():
+            continue
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise refused(exc, doing) from None
 
 
 def refused(exc: UnicodeEncodeError, doing: str) -> ValueError:

@@ -45,6 +45,7 @@ from subagents.messages import (
 )
 from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
 from subagents.store.locations import is_database_url, local_folder, redacted
+from subagents.store.lone_surrogates import keys_checked
 from subagents.store.postgres_approvals import PgApprovalRows
 from subagents.store.postgres_listen import CommandListener
 from subagents.store.postgres_login import Login, login_of
@@ -355,6 +356,7 @@ class PostgresStore(RunStore):
         )
 
     def mark_outcome_delivered(self, run_id: str) -> None:
+        keys_checked("marking an outcome delivered", (run_id,))  # (held raw: refused alone)
         self._tx.defer(
             "UPDATE outcomes SET delivered = true WHERE run_id = %s",
             (run_id,),

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import Checkpoint, CheckpointDelta, JournalEntry, Mail, MailState
-from subagents.store.lone_surrogates import refused
+from subagents.store.lone_surrogates import keys_checked, refused
 from subagents.store.postgres_tx import PgTransactions
 from subagents.store.sqlite_tx import encode_row
 
@@ -63,6 +63,7 @@ class PgMailRows:
         if not mail_ids:
             return
         value = MailState(state).value
+        keys_checked(f"setting mail to {value}", mail_ids)  # (held raw: refused alone)
         more = f" (and {len(mail_ids) - 1} more)" if len(mail_ids) > 1 else ""
         self.tx.defer(
             "UPDATE mail SET state = %s WHERE mail_id = ANY(%s)",

@@ -10,6 +10,7 @@ from collections.abc import Collection
 import msgspec
 
 from subagents.messages import Preview, Subscription
+from subagents.store.lone_surrogates import keys_checked
 from subagents.store.postgres_tx import PgTransactions
 from subagents.store.sqlite_tx import encode_row
 
@@ -24,6 +25,7 @@ class PgTopicRows:
 
     def save_subscription(self, subscription: Subscription) -> None:
         s = subscription
+        keys_checked("subscribing a run to a topic", (s.run_id, s.root_run_id, s.topic))
         self.tx.defer(
             "INSERT INTO subscriptions (run_id, root_run_id, topic) VALUES (%s, %s, %s)"
             " ON CONFLICT (run_id, topic) DO NOTHING",
@@ -32,6 +34,7 @@ class PgTopicRows:
         )
 
     def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        keys_checked("unsubscribing a run", (run_id, *(topics or ())))
         doing = f"unsubscribing run {run_id}"
         if topics is None:
             self.tx.defer("DELETE FROM subscriptions WHERE run_id = %s", (run_id,), doing)
@@ -65,6 +68,7 @@ class PgTopicRows:
         )
 
     def drop_preview(self, run_id: str) -> None:
+        keys_checked("dropping a preview", (run_id,))  # (held raw: refused alone)
         self.tx.defer(
             "DELETE FROM previews WHERE run_id = %s",
             (run_id,),

@@ -32,6 +32,7 @@ import msgspec
 
 from subagents.messages import Mail, MailState
 from subagents.store.base import StoreError
+from subagents.store.lone_surrogates import keys_checked
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _mail_decoder = msgspec.json.Decoder(Mail)
@@ -125,6 +126,7 @@ class MailRows:
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)
+        keys_checked(f"setting mail to {state.value}", mail_ids)  # (held raw: refused alone)
         if state is _READ:
             self._read(mail_ids)
             return
@@ -159,6 +161,7 @@ class MailRows:
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         state = MailState(state)
+        keys_checked(f"setting mail to {state.value}", (mail_id,))  # (held raw: refused alone)
         if state is _READ:
             self._read((mail_id,))
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from subagents.messages import Outcome
+from subagents.store.lone_surrogates import keys_checked
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _decoder = msgspec.json.Decoder(Outcome)
@@ -36,6 +37,7 @@ class OutcomeRows:
         )
 
     def mark_outcome_delivered(self, run_id: str) -> None:
+        keys_checked("marking an outcome delivered", (run_id,))  # (held raw: refused alone)
         self.tx.defer(
             "outcomes",
             "UPDATE outcomes SET delivered = 1 WHERE run_id = ?",

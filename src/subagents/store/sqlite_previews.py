@@ -11,6 +11,7 @@ from collections.abc import Collection
 import msgspec
 
 from subagents.messages import Preview
+from subagents.store.lone_surrogates import keys_checked
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _decoder = msgspec.json.Decoder(Preview)
@@ -31,6 +32,7 @@ class PreviewRows:
         )
 
     def drop_preview(self, run_id: str) -> None:
+        keys_checked("dropping a preview", (run_id,))  # (held raw: refused alone)
         self.tx.defer(
             "previews",
             "DELETE FROM previews WHERE run_id = ?",

@@ -18,6 +18,7 @@ import msgspec
 from subagents.messages import COMMAND_KINDS, TERMINAL_STATUSES, Command, Lease
 from subagents.store import lease_fences
 from subagents.store.base import Fenced, fenced_message
+from subagents.store.leases import ended_here
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _lease_decoder = msgspec.json.Decoder(Lease)
@@ -169,6 +170,7 @@ class ProcessRows:
             epoch = int(raw)
             self._end_fences(conn, lease.owner, None, doing)  # (a taking of before: over)
             self._drop_lapsed_fences(conn, lease.renewed_at, doing)
+            self._drop_ended_leases(conn, lease.renewed_at, doing)
             self.tx.write_sql(conn, lease_fences.create_sql(epoch), (), doing)
             self.tx.write_sql(
                 conn,
@@ -237,11 +239,37 @@ class ProcessRows:
         whether its owner is dead or only stalled: only a view's absence is trusted, and it
         sends such an owner's records by the statements that read its lease
         (``store.lease_fences``) until its renewal makes its view again (``renew_lease``);
-        its lease row stays, for its takeover or `subagents stop`."""
+        its lease row stays, for its takeover or `subagents stop`, unless its runtime has
+        surely ended (``_drop_ended_leases``)."""
         sql = f"SELECT {EPOCH} FROM leases WHERE expires_at < ?"
         found = self.tx.write_sql(conn, sql, (now,), doing).fetchall()
         for lapsed in lease_fences.epochs(row[0] for row in found):
             self.tx.write_sql(conn, lease_fences.drop_sql(lapsed), (), doing)
+
+    def _drop_ended_leases(self, conn: sqlite3.Connection, now: float, doing: str) -> None:
+        """The rows of the leases whose runtime has surely ended by ``now`` (``leases.ended_here``:
+        lapsed, of this machine, its process gone) deleted, in the transaction of a taking
+        (after ``_drop_lapsed_fences``: a row goes only once its view has, ``GUARDS``). Why: a
+        runtime that crashed without releasing its lease, with no run to take over (a
+        takeover releases the lease of the runs it takes), left its row for ever: a row each
+        that every ``leases()`` read decodes (the command poll's, each start's, `ps`). A
+        stalled owner's row stays (its process exists): it may renew into it, and a takeover
+        still finds it; so does a lease of another machine. A row that does not read is left
+        (`subagents stop` names it; a start is not failed for it)."""
+        sql = f"SELECT owner, lease FROM leases WHERE expires_at < ? AND {EPOCH} IS NOT NULL"
+        found = self.tx.write_sql(conn, sql, (now,), doing).fetchall()
+        for owner, raw in found:
+            try:
+                lease = _lease_decoder.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if lease.epoch is not None and ended_here(lease, now):
+                self.tx.write_sql(
+                    conn,
+                    f"DELETE FROM leases WHERE owner = ? AND {EPOCH} = ?",
+                    (owner, lease.epoch),
+                    doing,
+                )
 
     def check_fence(self, owner: str, epoch: int) -> None:
         """Inside a batch (``BEGIN IMMEDIATE``: the write lock is held until its commit), so no

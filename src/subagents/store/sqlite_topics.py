@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from subagents.messages import Subscription
+from subagents.store.lone_surrogates import keys_checked
 from subagents.store.sqlite_tx import Transactions
 
 
@@ -20,6 +21,7 @@ class TopicRows:
 
     def save_subscription(self, subscription: Subscription) -> None:
         s = subscription
+        keys_checked("subscribing a run to a topic", (s.run_id, s.root_run_id, s.topic))
         self.tx.defer(
             "subscriptions",
             "INSERT INTO subscriptions (run_id, root_run_id, topic) VALUES (?, ?, ?)"
@@ -29,6 +31,7 @@ class TopicRows:
         )
 
     def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        keys_checked("unsubscribing a run", (run_id, *(topics or ())))
         params: tuple[str, ...] = (run_id,)
         if topics is None:
             sql = "DELETE FROM subscriptions WHERE run_id = ?"

@@ -92,10 +92,22 @@ class DetachedReaper:
         return self._ended
 
     def send(self, signo: int) -> None:
-        """``signo`` to it, unless it has ended."""
-        if not self._ended:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._fd, signo)
+        """``signo`` to it, unless it has ended. Where ``pidfd_send_signal`` is refused (a
+        seccomp filter that allows ``pidfd_open`` but answers this call ``EPERM`` or
+        ``ENOSYS``, as container runtimes' default profiles did before they knew it) by its
+        number, checked as ``group_leader.signal_checked`` does: only while its pidfd says it
+        lives (then the number is still its own; a window of two calls, not minutes). Raised
+        before, such a refusal broke every detached stop of a node host."""
+        if self._ended:
+            return
+        try:
+            signal.pidfd_send_signal(self._fd, signo)
+        except ProcessLookupError:
+            return
+        except OSError:  # refused: by its number while it lives (see above)
+            if not self.wait(0):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.pid, signo)
 
     def __del__(self) -> None:
         if self._fd >= 0:
