@@ -38,6 +38,15 @@ pytestmark = pytest.mark.usefixtures("no_new_threads")
 ROUNDS = 20
 
 
+async def ponger(ctx: AgentContext) -> str:
+    """Answers each of ``ROUNDS`` mails to its sender, ``pong`` and what it said."""
+    for _ in range(ROUNDS):
+        mail: Mail | None = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        ctx.send(mail.sender, f"pong {mail.content}")
+    return "ponged"
+
+
 async def pingpong_root(ctx: AgentContext) -> str:
     """Spawns the ponger in the background, then the pinger told the ponger's id."""
     ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
@@ -65,13 +74,6 @@ def test_mail_goes_from_run_to_run_while_the_supervisor_is_held(store: RunStore)
     whole record: every mail kept, read, and announced."""
     done = threading.Event()
     held, release = threading.Event(), threading.Event()
-
-    async def ponger(ctx: AgentContext) -> str:
-        for _ in range(ROUNDS):
-            mail: Mail | None = await ctx.receive(timeout=WAIT)
-            assert mail is not None
-            ctx.send(mail.sender, f"pong {mail.content}")
-        return "ponged"
 
     async def pinger(ctx: AgentContext) -> str:
         got: list[str] = []
@@ -399,13 +401,6 @@ def test_the_record_of_straight_mail_waits_in_line_and_wakes_the_supervisor_not_
     done, finish = threading.Event(), threading.Event()
     held, release = threading.Event(), threading.Event()
 
-    async def ponger(ctx: AgentContext) -> str:
-        for _ in range(ROUNDS):
-            mail: Mail | None = await ctx.receive(timeout=WAIT)
-            assert mail is not None
-            ctx.send(mail.sender, f"pong {mail.content}")
-        return "ponged"
-
     async def pinger(ctx: AgentContext) -> str:
         for i in range(ROUNDS):
             ctx.send(ctx.task, f"ping {i}")
@@ -576,13 +571,6 @@ def test_a_replys_journal_rides_in_its_mails_report_and_every_mail_ends_read(
         return out
 
     monkeypatch.setattr(DirectMail, "post", watched)
-
-    async def ponger(ctx: AgentContext) -> str:
-        for _ in range(ROUNDS):
-            mail: Mail | None = await ctx.receive(timeout=WAIT)
-            assert mail is not None
-            ctx.send(mail.sender, f"pong {mail.content}")
-        return "ponged"
 
     async def pinger(ctx: AgentContext) -> str:
         for i in range(ROUNDS):
